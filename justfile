@@ -1,0 +1,104 @@
+# checkpoint-runtime task runner. `scripts/just check` bootstraps just itself on a fresh machine.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+venv := justfile_directory() / ".venv"
+py := venv / "bin" / "python"
+bin := venv / "bin"
+chart := "charts/checkpoint-runtime"
+
+# list the recipes
+[group('help')]
+default:
+    @just --list
+
+# create .venv and install the package with its dev tools (idempotent)
+[group('setup')]
+setup:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    [[ -x {{ py }} ]] || python3 -m venv {{ venv }}
+    stamp={{ venv }}/.installed
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+      {{ bin }}/pip install --quiet --disable-pip-version-check -e '.[dev]'
+      echo "$want" > "$stamp"
+    fi
+
+# build kube-apiserver, etcd and helm from the pinned Go modules into the cache (idempotent)
+[group('setup')]
+testenv-build:
+    scripts/testenv/build.sh
+
+# the full gate: setup, lint, types, formatting, generated files, policy unit tests, all tests
+[group('check')]
+check: setup testenv-build lint typecheck fmt-check gen-check policy-test test
+
+# ruff lint and yamllint on the chart
+[group('check')]
+lint: setup
+    {{ bin }}/ruff check src tests scripts
+    {{ bin }}/yamllint --strict -c .yamllint.yaml {{ chart }}/Chart.yaml {{ chart }}/values.yaml ci
+
+# mypy strict on src/
+[group('check')]
+typecheck: setup
+    {{ bin }}/mypy
+
+# check formatting of Python and of this justfile
+[group('check')]
+fmt-check: setup
+    {{ bin }}/ruff format --check src tests scripts
+    {{ bin }}/just --fmt --check --unstable
+
+# regenerate generated files, then fail if that changed anything
+[group('check')]
+gen-check: gen
+    git diff --exit-code -- {{ chart }}/values.schema.json docs/rbac.md README.md
+
+# format Python and this justfile
+[group('fmt')]
+fmt: setup
+    {{ bin }}/ruff format src tests scripts
+    {{ bin }}/ruff check --fix src tests scripts
+    {{ bin }}/just --fmt --unstable
+
+# regenerate values.schema.json, docs/rbac.md and the README values table from their sources
+[group('gen')]
+gen: setup
+    {{ py }} scripts/gen.py
+
+# run the Rego unit tests (policy/*_test.rego) in-process with regopy
+[group('test')]
+policy-test: setup
+    {{ py }} -m checkpoint_runtime.gate.regotest policy
+
+# run every test (unit, render, real API server); ARGS go to pytest
+[group('test')]
+test *ARGS: setup testenv-build
+    {{ bin }}/pytest {{ ARGS }}
+
+# render the chart with the defaults (or -f FILE / --set ...) through the helm CLI
+[group('render')]
+render *ARGS: testenv-build
+    "$(scripts/testenv/build.sh 2>/dev/null | tail -1)/helm" template checkpoint-runtime {{ chart }} {{ ARGS }}
+
+# run the render gate on values files: render, validate, evaluate policies (e.g. just gate -f my-values.yaml)
+[group('render')]
+gate *ARGS: setup
+    {{ bin }}/checkpoint-runtime gate {{ ARGS }}
+
+# benchmark: values documents per second through render + schema + policy, SDK vs CLI
+[group('bench')]
+bench-render: setup testenv-build
+    {{ py }} scripts/bench/render.py
+
+# benchmark: shard sizes for the SPEC §11 configurations beside the old design's figures
+[group('bench')]
+bench-store: setup
+    {{ py }} scripts/bench/store.py
+
+# the main job: render the chart and print the gate's verdict and an RBAC summary
+[group('demo')]
+demo: setup testenv-build
+    {{ py }} scripts/demo.py

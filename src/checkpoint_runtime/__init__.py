@@ -1,0 +1,3 @@
+"""checkpoint-runtime: sharded gzip ConfigMap checkpoints for leader-elected collectors."""
+
+__version__ = "0.1.0"

@@ -30,7 +30,7 @@ start=$(date +%s)
 echo "testenv: building kube-apiserver $KUBERNETES_VERSION and etcd $ETCD_VERSION" >&2
 (cd "$here" && go build -trimpath -ldflags=-s -o "$out/" \
   k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3)
-mv "$out/v3" "$out/etcd"
+mv "$out/server" "$out/etcd"  # go names a /vN module binary after the element before it
 
 # helm: its module has no local replaces, so `go install` builds it as published.
 echo "testenv: building helm $HELM_VERSION" >&2

@@ -1,0 +1,156 @@
+{{/*
+Names. Kubernetes limits most names to 63 characters (DNS-1123 labels), so every name is
+truncated to 63 and never ends in a dash.
+*/}}
+{{- define "checkpoint-runtime.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "checkpoint-runtime.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "checkpoint-runtime.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The runtime config ConfigMap: "<fullname>-config" (shared contract). */}}
+{{- define "checkpoint-runtime.configName" -}}
+{{- printf "%s-config" (include "checkpoint-runtime.fullname" .) }}
+{{- end }}
+
+{{/* Name of the helm test pod, kept within 63 characters. */}}
+{{- define "checkpoint-runtime.testName" -}}
+{{- printf "%s-test" (include "checkpoint-runtime.fullname" . | trunc 58 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+Labels. Selectors use name and instance only (they are immutable on a Deployment); every
+object carries the full recommended set plus helm.sh/chart. Call with (list $ "component").
+*/}}
+{{- define "checkpoint-runtime.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "checkpoint-runtime.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "checkpoint-runtime.componentLabels" -}}
+{{- $root := index . 0 -}}
+helm.sh/chart: {{ include "checkpoint-runtime.chart" $root }}
+{{ include "checkpoint-runtime.selectorLabels" $root }}
+app.kubernetes.io/version: {{ $root.Values.image.tag | quote }}
+app.kubernetes.io/component: {{ index . 1 }}
+app.kubernetes.io/part-of: checkpoint-runtime
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+{{- end }}
+
+{{- define "checkpoint-runtime.labels" -}}
+{{ include "checkpoint-runtime.componentLabels" (list . "runtime") }}
+{{- end }}
+
+{{/* The coordination namespace: shards, the Lease, the Role and the RoleBinding live here. */}}
+{{- define "checkpoint-runtime.coordinationNamespace" -}}
+{{- default .Release.Namespace .Values.checkpoint.namespace }}
+{{- end }}
+
+{{- define "checkpoint-runtime.leaseName" -}}
+{{- default (include "checkpoint-runtime.fullname" .) .Values.checkpoint.leaseName }}
+{{- end }}
+
+{{/*
+The ServiceAccount. With serviceAccount.create=false the chart cannot invent an account, so
+a name is required (the schema says so too; this message is for --skip-schema-validation).
+*/}}
+{{- define "checkpoint-runtime.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "checkpoint-runtime.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false: name the existing ServiceAccount the runtime runs as" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "checkpoint-runtime.kubernetesStore" -}}
+{{- if eq .Values.checkpoint.store "kubernetes" }}true{{ end }}
+{{- end }}
+
+{{/* Role and RoleBinding only where the API is used and the chart is asked to grant it. */}}
+{{- define "checkpoint-runtime.renderRbac" -}}
+{{- if and .Values.rbac.create (include "checkpoint-runtime.kubernetesStore" .) }}true{{ end }}
+{{- end }}
+
+{{/* repository:tag[@digest] of an image object. */}}
+{{- define "checkpoint-runtime.imageRef" -}}
+{{- $ref := printf "%s:%s" .repository .tag }}
+{{- if .digest }}{{ $ref = printf "%s@%s" $ref .digest }}{{ end }}
+{{- $ref }}
+{{- end }}
+
+{{- define "checkpoint-runtime.image" -}}
+{{- include "checkpoint-runtime.imageRef" .Values.image }}
+{{- end }}
+
+{{/* The test image falls back field by field to the runtime image, which ships python3. */}}
+{{- define "checkpoint-runtime.testImage" -}}
+{{- $test := .Values.tests.image }}
+{{- include "checkpoint-runtime.imageRef" (dict "repository" (default .Values.image.repository $test.repository) "tag" (default .Values.image.tag $test.tag) "digest" $test.digest) }}
+{{- end }}
+
+{{/*
+The restricted pod-security profile. It is fixed here rather than offered as values: no valid
+values document can weaken it.
+*/}}
+{{- define "checkpoint-runtime.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.podSecurityContext.runAsUser }}
+runAsGroup: {{ .Values.podSecurityContext.runAsGroup }}
+fsGroup: {{ .Values.podSecurityContext.fsGroup }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "checkpoint-runtime.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+The runtime config (schemas/runtime-config.schema.json), built key by key so that it matches
+that schema exactly instead of echoing values through.
+*/}}
+{{- define "checkpoint-runtime.runtimeConfig" -}}
+{{- $cp := .Values.checkpoint }}
+{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds }}
+{{- $election := dict "enabled" false }}
+{{- if include "checkpoint-runtime.kubernetesStore" . }}
+{{- $_ := set $store "namespace" (include "checkpoint-runtime.coordinationNamespace" .) }}
+{{- $_ := set $store "leaseName" (include "checkpoint-runtime.leaseName" .) }}
+{{- if $cp.legacyConfigMap }}
+{{- $_ := set $store "legacyConfigMap" $cp.legacyConfigMap }}
+{{- end }}
+{{- $le := $cp.leaderElection }}
+{{- $election = dict "enabled" true "leaseDurationSeconds" $le.leaseDurationSeconds "renewDeadlineSeconds" $le.renewDeadlineSeconds "retryPeriodSeconds" $le.retryPeriodSeconds }}
+{{- else }}
+{{- $_ := set $store "path" $cp.file.path }}
+{{- end }}
+{{- $sink := dict "kind" .Values.sink.kind }}
+{{- if eq .Values.sink.kind "file" }}
+{{- $_ := set $sink "path" .Values.sink.path }}
+{{- end }}
+{{- $config := dict "store" $store "leaderElection" $election "http" (dict "port" .Values.service.port "bindAddress" "0.0.0.0") "sink" $sink "collectors" $cp.collectors }}
+{{- toPrettyJson $config }}
+{{- end }}

@@ -1,0 +1,185 @@
+"""`just gen`: regenerate every generated file from its one source, deterministically.
+
+- charts/checkpoint-runtime/values.schema.json from schemas/values.schema.json (sorted keys,
+  stable formatting), so the chart ships exactly the schema the project reviews;
+- the values table of charts/checkpoint-runtime/README.md, from the schema's descriptions and
+  the defaults in values.yaml, so the documentation cannot drift from the chart;
+- pluggable generators owned by other modules (the RBAC report of `checkpoint_runtime.gate`),
+  called when they are installed.
+
+Running it twice leaves no diff: outputs depend only on their sources, and files are written
+only when their content changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_SOURCE = Path("schemas/values.schema.json")
+CHART = Path("charts/checkpoint-runtime")
+TABLE_START = "<!-- values-table:start -->"
+TABLE_END = "<!-- values-table:end -->"
+GENERATED_NOTE = "Generated from schemas/values.schema.json by `just gen`; edit the source."
+
+# module -> function(root: Path) -> None; a generator whose module is absent is skipped.
+PLUGINS: tuple[tuple[str, str], ...] = (("checkpoint_runtime.gate.report", "write_rbac_report"),)
+
+Json = dict[str, Any]
+
+
+def write_if_changed(path: Path, content: str) -> bool:
+    """Write only on change, so a second run touches nothing (not even mtimes)."""
+    if path.exists() and path.read_text(encoding="utf-8") == content:
+        return False
+    path.write_text(content, encoding="utf-8")
+    return True
+
+
+def load_source_schema(root: Path) -> Json:
+    schema: Json = json.loads((root / SCHEMA_SOURCE).read_text(encoding="utf-8"))
+    return schema
+
+
+def render_chart_schema(schema: Json) -> str:
+    """The chart's copy: the source plus a do-not-edit note, keys sorted, two-space indent."""
+    generated = {"$comment": GENERATED_NOTE, **schema}
+    return json.dumps(generated, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_values_schema(root: Path) -> bool:
+    content = render_chart_schema(load_source_schema(root))
+    return write_if_changed(root / CHART / "values.schema.json", content)
+
+
+def resolve(schema: Json, node: Json) -> Json:
+    """Follow local `#/$defs/...` references (the schema has no remote ones)."""
+    while "$ref" in node:
+        ref = node["$ref"]
+        if not ref.startswith("#/$defs/"):
+            raise ValueError(f"only local $defs references are allowed, got {ref!r}")
+        target = schema["$defs"][ref.removeprefix("#/$defs/")]
+        # A property's own description wins over the referenced definition's.
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def describe_type(schema: Json, node: Json) -> str:
+    """A short human type: string, integer, one of a|b, map, list, ..."""
+    node = resolve(schema, node)
+    if "const" in node:
+        return json.dumps(node["const"])
+    if "enum" in node:
+        return "one of " + ", ".join(json.dumps(v) for v in node["enum"])
+    alternatives = node.get("anyOf") or node.get("oneOf")
+    if alternatives:
+        return " or ".join(describe_type(schema, alt) for alt in alternatives)
+    kind = node.get("type", "any")
+    if kind == "object" and "patternProperties" in node:
+        return "map"
+    if kind == "array":
+        return "list"
+    return str(kind)
+
+
+def table_rows(
+    schema: Json, node: Json, defaults: Any, prefix: str = ""
+) -> Iterator[tuple[str, str, str, str]]:
+    """(key, type, default, description) for every documented value, in schema order.
+
+    An object is expanded into its properties only where values.yaml gives it content;
+    empty maps and lists (affinity, nodeSelector, collectors) stay one row.
+    """
+    node = resolve(schema, node)
+    for name, child in node.get("properties", {}).items():
+        key = f"{prefix}{name}"
+        present = isinstance(defaults, dict) and name in defaults
+        value = defaults[name] if present else None
+        resolved = resolve(schema, child)
+        if isinstance(value, dict) and value and "properties" in resolved:
+            yield from table_rows(schema, resolved, value, f"{key}.")
+            continue
+        default = f"`{json.dumps(value, ensure_ascii=False)}`" if present else ""
+        yield key, describe_type(schema, child), default, resolved.get("description", "")
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_values_table(schema: Json, defaults: Json) -> str:
+    lines = ["| Key | Type | Default | Description |", "|---|---|---|---|"]
+    for key, kind, default, description in table_rows(schema, schema, defaults):
+        lines.append(f"| `{key}` | {cell(kind)} | {cell(default)} | {cell(description)} |")
+    return "\n".join(lines)
+
+
+def replace_between_markers(text: str, body: str) -> str:
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"gen: the chart README needs the markers {TABLE_START} ... {TABLE_END}")
+    return f"{text[: start + len(TABLE_START)]}\n{body}\n{text[end:]}"
+
+
+def write_values_table(root: Path) -> bool:
+    schema = load_source_schema(root)
+    defaults = yaml.safe_load((root / CHART / "values.yaml").read_text(encoding="utf-8"))
+    readme = root / CHART / "README.md"
+    table = render_values_table(schema, defaults)
+    content = replace_between_markers(readme.read_text(encoding="utf-8"), table)
+    return write_if_changed(readme, content)
+
+
+def load_plugin(module_name: str, function_name: str) -> Callable[[Path], object] | None:
+    """The generator function, or None when its module is not part of the tree yet.
+
+    Only the absence of that module (or its package) is tolerated; an import error inside
+    an existing module is a real failure and propagates.
+    """
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name not in {module_name, module_name.rpartition(".")[0]}:
+            raise
+        return None
+    function: Callable[[Path], object] = getattr(module, function_name)
+    return function
+
+
+def generate(root: Path) -> list[str]:
+    """Run every generator; returns one log line per step."""
+    log = []
+    for path, writer in (
+        (CHART / "values.schema.json", write_values_schema),
+        (CHART / "README.md", write_values_table),
+    ):
+        log.append(f"{path}: {'updated' if writer(root) else 'unchanged'}")
+    for module_name, function_name in PLUGINS:
+        plugin = load_plugin(module_name, function_name)
+        if plugin is None:
+            log.append(f"{module_name}.{function_name}: skipped (module not present)")
+            continue
+        plugin(root)
+        log.append(f"{module_name}.{function_name}: ran")
+    return log
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="project root (default: this repo)")
+    args = parser.parse_args(argv)
+    for line in generate(args.root.resolve()):
+        print(f"gen: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+# Shared helpers: which manifests are under test, and how to read them.
+#
+# conftest passes one parsed document as `input` (`conftest test`), or with `--combine` a list of
+# {"path", "contents"} where a multi-document YAML file's contents is a list of documents.
+# Every rule iterates `documents`, so the same files run unchanged in both modes. Rules that compare
+# objects with each other (RoleBinding subject vs the Deployment's ServiceAccount, ...) only fire
+# when `combined` holds, because a single document cannot show its counterpart.
+#
+# Unit tests replace `documents` and `combined` with `with data.main.<rule> as ...` rather than
+# replacing `input`: rego-cpp 1.5.2 (regopy) fails to compile `with input as` whenever the rule
+# under test calls a builtin ("shape `rego-localref` has no field `rego-refhead`").
+#
+# Messages are built with concat, never sprintf: in rego-cpp 1.5.2 `sprintf("%s", [x])` wraps a
+# computed string x in quotes (and then emits invalid JSON), so the same policy would print
+# differently under conftest and under regopy.
+package main
+
+import rego.v1
+
+default combined := false
+
+combined if is_array(input)
+
+documents := documents_of(input)
+
+documents_of(x) := [doc |
+	some file in x
+	some doc in as_list(file.contents)
+	is_object(doc)
+] if is_array(x)
+
+documents_of(x) := [x] if is_object(x)
+
+as_list(contents) := contents if is_array(contents)
+
+as_list(contents) := [contents] if not is_array(contents)
+
+# "<Kind> <name>", the object part of every message.
+label(obj) := concat("", [obj.kind, " ", object.get(obj, ["metadata", "name"], "<unnamed>")])
+
+objects_of_kind(kind) := [obj | some obj in documents; obj.kind == kind]
+
+labels_of(obj) := object.get(obj, ["metadata", "labels"], {})
+
+annotations_of(obj) := object.get(obj, ["metadata", "annotations"], {})
+
+namespace_of(obj) := object.get(obj, ["metadata", "namespace"], "")
+
+# Kinds that carry a pod template; `pod_spec` reads the spec wherever the kind keeps it.
+workload_kinds := {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
+
+pod_spec(obj) := obj.spec.template.spec if obj.kind in workload_kinds
+
+pod_spec(obj) := obj.spec.jobTemplate.spec.template.spec if obj.kind == "CronJob"
+
+pod_spec(obj) := obj.spec if obj.kind == "Pod"
+
+pod_objects contains obj if {
+	some obj in documents
+	pod_spec(obj)
+}
+
+# A `helm test` hook pod runs once and exits: no probes, and no API token.
+is_test_hook(obj) if {
+	hooks := split(object.get(annotations_of(obj), "helm.sh/hook", ""), ",")
+	some hook in hooks
+	trim_space(hook) == "test"
+}
+
+# Every container of a pod, init and ephemeral ones included, with the field it came from.
+containers(spec) := [{"field": field, "container": c} |
+	some field in ["initContainers", "containers", "ephemeralContainers"]
+	some c in object.get(spec, field, [])
+]
+
+# The chart's own pods: the pod-template labels of every rendered workload.
+workload_pod_labels := [object.get(obj, ["spec", "template", "metadata", "labels"], {}) |
+	some obj in documents
+	obj.kind in workload_kinds
+]
+
+# The runtime config the chart renders as config.json in its ConfigMap (SPEC: "<fullname>-config").
+runtime_configs := [config |
+	some cm in objects_of_kind("ConfigMap")
+	raw := object.get(cm, ["data", "config.json"], "")
+	raw != ""
+	config := json.unmarshal(raw)
+]
+
+sorted_list(xs) := sort([x | some x in xs])

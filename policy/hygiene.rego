@@ -1,0 +1,246 @@
+# Chart hygiene (RENDER_GATE 20, 22, 23): recommended labels, selectors on name and instance only,
+# names within Kubernetes limits, optional objects selecting the chart's own pods, a proper test hook.
+package main
+
+import rego.v1
+
+label_name := "app.kubernetes.io/name"
+
+label_instance := "app.kubernetes.io/instance"
+
+selector_keys := {label_name, label_instance}
+
+recommended_labels := [
+	label_name,
+	label_instance,
+	"app.kubernetes.io/version",
+	"app.kubernetes.io/managed-by",
+	"helm.sh/chart",
+]
+
+# --- HYG-20: recommended labels, valid label values, name lengths ------------------------------
+
+deny contains msg if {
+	some obj in documents
+	some key in recommended_labels
+	object.get(labels_of(obj), key, "") == ""
+	msg := concat("", ["HYG-20 ", label(obj), ": recommended label ", key, " is missing"])
+}
+
+deny contains msg if {
+	some obj in documents
+	some key, value in labels_of(obj)
+	not valid_label_value(value)
+	msg := concat("", ["HYG-20 ", label(obj), ": label ", key, "=", value, " is not a valid label value (<= 63 characters, alphanumeric ends)"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	obj.kind != "Pod"
+	some key, value in object.get(obj, ["spec", "template", "metadata", "labels"], {})
+	not valid_label_value(value)
+	msg := concat("", ["HYG-20 ", label(obj), ": pod template label ", key, "=", value, " is not a valid label value"])
+}
+
+valid_label_value(value) if {
+	is_string(value)
+	count(value) <= 63
+	regex.match(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`, value)
+}
+
+dns_label_pattern := `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+
+dns1035_label_pattern := `^[a-z]([-a-z0-9]*[a-z0-9])?$`
+
+dns_subdomain_pattern := `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+
+# RBAC object names are path segments and may hold ':'; everything else here is a DNS subdomain.
+subdomain_named(obj) if not obj.kind in {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+deny contains msg if {
+	some obj in documents
+	name := object.get(obj, ["metadata", "name"], "")
+	subdomain_named(obj)
+	not valid_subdomain(name)
+	msg := concat("", ["HYG-20 ", label(obj), ": name must be a DNS-1123 subdomain of at most 253 characters"])
+}
+
+valid_subdomain(name) if {
+	count(name) <= 253
+	regex.match(dns_subdomain_pattern, name)
+}
+
+deny contains msg if {
+	some obj in objects_of_kind("Service")
+	name := object.get(obj, ["metadata", "name"], "")
+	not valid_dns1035_label(name)
+	msg := concat("", ["HYG-20 ", label(obj), ": a Service name must be a DNS-1035 label of at most 63 characters (has ", format_int(count(name), 10), ")"])
+}
+
+valid_dns1035_label(name) if {
+	count(name) <= 63
+	regex.match(dns1035_label_pattern, name)
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	name := object.get(entry.container, "name", "")
+	not valid_dns_label(name)
+	msg := concat("", ["HYG-20 ", label(obj), ": container name ", name, " must be a DNS-1123 label of at most 63 characters"])
+}
+
+valid_dns_label(name) if {
+	count(name) <= 63
+	regex.match(dns_label_pattern, name)
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	some port in object.get(entry.container, "ports", [])
+	name := object.get(port, "name", "")
+	count(name) > 15
+	msg := concat("", ["HYG-20 ", label(obj), ": container ", entry.container.name, ": port name ", name, " is longer than 15 characters"])
+}
+
+# --- HYG-20 / HYG-22: selectors use name and instance only and select the chart's own pods -------
+
+# {object, the selector's matchLabels, where it lives} for every selector the chart renders.
+selectors contains {"obj": obj, "match_labels": object.get(obj, ["spec", "selector", "matchLabels"], {}), "field": "spec.selector.matchLabels"} if {
+	some obj in documents
+	obj.kind in {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "PodDisruptionBudget", "ServiceMonitor", "PodMonitor"}
+}
+
+selectors contains {"obj": obj, "match_labels": object.get(obj, ["spec", "selector"], {}), "field": "spec.selector"} if {
+	some obj in objects_of_kind("Service")
+}
+
+selectors contains {"obj": obj, "match_labels": object.get(obj, ["spec", "podSelector", "matchLabels"], {}), "field": "spec.podSelector.matchLabels"} if {
+	some obj in objects_of_kind("NetworkPolicy")
+}
+
+deny contains msg if {
+	some sel in selectors
+	obj := sel.obj
+	match_labels := sel.match_labels
+	field := sel.field
+	keys := object.keys(match_labels)
+	keys != selector_keys
+	msg := concat("", ["HYG-20 ", label(obj), ": ", field, " must select on exactly [", concat(", ", sort(selector_keys)), "], has [", concat(", ", sort(keys)), "]"])
+}
+
+deny contains msg if {
+	some sel in selectors
+	obj := sel.obj
+	field := sel.field
+	obj.kind != "Service"
+	selector_root := trim_suffix(field, ".matchLabels")
+	expressions := object.get(obj, array.concat(split(selector_root, "."), ["matchExpressions"]), [])
+	count(expressions) > 0
+	msg := concat("", ["HYG-20 ", label(obj), ": ", selector_root, ".matchExpressions widens the selection; use matchLabels name and instance"])
+}
+
+# Per document: a selector names the object's own release (its name and instance labels).
+deny contains msg if {
+	some sel in selectors
+	obj := sel.obj
+	match_labels := sel.match_labels
+	field := sel.field
+	some key in selector_keys
+	value := object.get(match_labels, key, "")
+	value != ""
+	value != object.get(labels_of(obj), key, "")
+	msg := concat("", ["HYG-22 ", label(obj), ": ", field, " ", key, "=", value, " is not the object's own ", object.get(labels_of(obj), key, "")])
+}
+
+# A workload's template carries the labels its own selector asks for.
+deny contains msg if {
+	some sel in selectors
+	obj := sel.obj
+	match_labels := sel.match_labels
+	field := sel.field
+	obj.kind in workload_kinds
+	template_labels := object.get(obj, ["spec", "template", "metadata", "labels"], {})
+	some key, value in match_labels
+	object.get(template_labels, key, "") != value
+	msg := concat("", ["HYG-20 ", label(obj), ": pod template labels do not carry ", field, " ", key, "=", value])
+}
+
+selects(match_labels, labels) if {
+	count(match_labels) > 0
+	every key, value in match_labels {
+		object.get(labels, key, "") == value
+	}
+}
+
+# Seen whole: pod selectors of optional objects and of the Service select a pod the chart renders.
+deny contains msg if {
+	combined
+	count(workload_pod_labels) > 0
+	some sel in selectors
+	obj := sel.obj
+	match_labels := sel.match_labels
+	field := sel.field
+	obj.kind in {"PodDisruptionBudget", "NetworkPolicy", "Service"}
+	not selects_chart_pod(match_labels)
+	msg := concat("", ["HYG-22 ", label(obj), ": ", field, " selects none of the chart's pods"])
+}
+
+selects_chart_pod(match_labels) if {
+	some labels in workload_pod_labels
+	selects(match_labels, labels)
+}
+
+# Seen whole: a ServiceMonitor selects the chart's own Service.
+deny contains msg if {
+	combined
+	some sel in selectors
+	obj := sel.obj
+	match_labels := sel.match_labels
+	field := sel.field
+	obj.kind == "ServiceMonitor"
+	not selects_chart_service(match_labels)
+	msg := concat("", ["HYG-22 ", label(obj), ": ", field, " selects none of the chart's Services"])
+}
+
+selects_chart_service(match_labels) if {
+	some service in objects_of_kind("Service")
+	selects(match_labels, labels_of(service))
+}
+
+# A test pod matched by the workload selector joins the Service and the PDB while it runs.
+warn contains msg if {
+	combined
+	some pod in objects_of_kind("Pod")
+	is_test_hook(pod)
+	some sel in selectors
+	obj := sel.obj
+	match_labels := sel.match_labels
+	obj.kind in {"Service", "PodDisruptionBudget"}
+	selects(match_labels, labels_of(pod))
+	msg := concat("", ["HYG-22 ", label(pod), ": the test pod matches the selector of ", label(obj)])
+}
+
+# --- HYG-23: the test pod is a helm test hook that is cleaned up -------------------------------
+
+deny contains msg if {
+	some pod in objects_of_kind("Pod")
+	not is_test_hook(pod)
+	msg := concat("", ["HYG-23 ", label(pod), ": a bare Pod must be a helm.sh/hook: test"])
+}
+
+deny contains msg if {
+	some pod in objects_of_kind("Pod")
+	is_test_hook(pod)
+	object.get(annotations_of(pod), "helm.sh/hook-delete-policy", "") == ""
+	msg := concat("", ["HYG-23 ", label(pod), ": the test hook needs a helm.sh/hook-delete-policy"])
+}
+
+deny contains msg if {
+	some pod in objects_of_kind("Pod")
+	is_test_hook(pod)
+	restart := object.get(pod, ["spec", "restartPolicy"], "Always")
+	restart == "Always"
+	msg := concat("", ["HYG-23 ", label(pod), ": a test pod must not restart (restartPolicy Never or OnFailure)"])
+}

@@ -1,0 +1,242 @@
+# Pod security (RENDER_GATE 11-15, SPEC §10): the restricted profile for every container of every
+# pod the chart renders: the Deployment's main and init containers and the `helm test` pod.
+package main
+
+import rego.v1
+
+# A container's effective setting: its own securityContext wins over the pod's.
+effective(spec, container, field) := value if {
+	value := container.securityContext[field]
+} else := value if {
+	value := spec.securityContext[field]
+}
+
+# --- POD-11: non-root with a non-zero UID, seccomp RuntimeDefault -------------------------------
+
+deny contains msg if {
+	some obj in pod_objects
+	spec := pod_spec(obj)
+	some entry in containers(spec)
+	not effective(spec, entry.container, "runAsNonRoot") == true
+	msg := concat("", ["POD-11 ", label(obj), ": container ", entry.container.name, ": runAsNonRoot must be true"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	spec := pod_spec(obj)
+	some entry in containers(spec)
+	not non_zero_uid(effective(spec, entry.container, "runAsUser"))
+	msg := concat("", ["POD-11 ", label(obj), ": container ", entry.container.name, ": runAsUser must be set to a non-zero UID"])
+}
+
+non_zero_uid(uid) if {
+	is_number(uid)
+	uid > 0
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	spec := pod_spec(obj)
+	some entry in containers(spec)
+	seccomp_type(spec, entry.container) != "RuntimeDefault"
+	msg := concat("", ["POD-11 ", label(obj), ": container ", entry.container.name, ": seccompProfile.type must be RuntimeDefault"])
+}
+
+seccomp_type(spec, container) := kind if {
+	profile := effective(spec, container, "seccompProfile")
+	kind := object.get(profile, "type", "")
+} else := ""
+
+# --- POD-12: no escalation, not privileged, read-only root, drop ALL and add nothing -------------
+
+container_context(entry) := object.get(entry.container, "securityContext", {})
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	not container_context(entry).allowPrivilegeEscalation == false
+	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": allowPrivilegeEscalation must be false"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	container_context(entry).privileged == true
+	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": privileged must not be true"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	not container_context(entry).readOnlyRootFilesystem == true
+	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": readOnlyRootFilesystem must be true"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	not "ALL" in object.get(container_context(entry), ["capabilities", "drop"], [])
+	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": capabilities.drop must contain ALL"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	added := object.get(container_context(entry), ["capabilities", "add"], [])
+	count(added) > 0
+	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": capabilities.add must be empty, has [", concat(", ", added), "]"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	spec := pod_spec(obj)
+	some entry in containers(spec)
+	procmount := object.get(container_context(entry), "procMount", "Default")
+	procmount != "Default"
+	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": procMount must be Default"])
+}
+
+# --- POD-13: no host namespaces, ports or paths ---------------------------------------------
+
+deny contains msg if {
+	some obj in pod_objects
+	some field in ["hostNetwork", "hostPID", "hostIPC"]
+	object.get(pod_spec(obj), field, false) == true
+	msg := concat("", ["POD-13 ", label(obj), ": ", field, " shares a host namespace"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	some port in object.get(entry.container, "ports", [])
+	object.get(port, "hostPort", 0) != 0
+	msg := concat("", ["POD-13 ", label(obj), ": container ", entry.container.name, ": hostPort ", format_int(port.hostPort, 10), " binds a port on the node"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some volume in object.get(pod_spec(obj), "volumes", [])
+	volume.hostPath
+	msg := concat("", ["POD-13 ", label(obj), ": volume ", volume.name, " mounts a hostPath"])
+}
+
+# --- POD-14: a dedicated ServiceAccount; the token only where the API is used --------------------
+
+deny contains msg if {
+	some obj in pod_objects
+	not is_test_hook(obj)
+	account := object.get(pod_spec(obj), "serviceAccountName", "")
+	account in {"", "default"}
+	msg := concat("", ["POD-14 ", label(obj), ": runs as the namespace's default ServiceAccount; use the chart's own"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	is_test_hook(obj)
+	not pod_spec(obj).automountServiceAccountToken == false
+	msg := concat("", ["POD-14 ", label(obj), ": the test pod does not use the API; set automountServiceAccountToken: false"])
+}
+
+# Seen whole: a pod's ServiceAccount is one the chart renders, when the chart renders any.
+deny contains msg if {
+	combined
+	rendered := {obj.metadata.name | some obj in objects_of_kind("ServiceAccount")}
+	count(rendered) > 0
+	some obj in pod_objects
+	not is_test_hook(obj)
+	account := object.get(pod_spec(obj), "serviceAccountName", "")
+	not account in rendered
+	msg := concat("", ["POD-14 ", label(obj), ": ServiceAccount ", account, " is not the one the chart renders [", concat(", ", sort(rendered)), "]"])
+}
+
+# The file store never calls the API server, so its pods need no token at all.
+warn contains msg if {
+	combined
+	some config in runtime_configs
+	object.get(config, ["store", "backend"], "") == "file"
+	some obj in pod_objects
+	not is_test_hook(obj)
+	not pod_spec(obj).automountServiceAccountToken == false
+	msg := concat("", ["POD-14 ", label(obj), ": the file store does not use the API; set automountServiceAccountToken: false"])
+}
+
+# --- POD-15: pinned image, resources, probes, volume types ------------------------------------
+
+# The tag is what follows the last ':' after the last '/', so a registry port is not a tag.
+image_tag(image) := tag if {
+	parts := split(image, "/")
+	last := parts[count(parts) - 1]
+	contains(last, ":")
+	pieces := split(last, ":")
+	tag := pieces[count(pieces) - 1]
+}
+
+image_digest(image) if contains(image, "@sha256:")
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	image := object.get(entry.container, "image", "")
+	not image_digest(image)
+	not image_tag(image)
+	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": image ", image, " has no tag or digest"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	image := object.get(entry.container, "image", "")
+	not image_digest(image)
+	image_tag(image) in {"latest", ""}
+	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": image ", image, " uses the moving tag latest"])
+}
+
+warn contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	image := object.get(entry.container, "image", "")
+	not image_digest(image)
+	image_tag(image)
+	not image_tag(image) in {"latest", ""}
+	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": image ", image, " is pinned by tag only; a digest cannot move"])
+}
+
+required_resources := [["requests", "cpu"], ["requests", "memory"], ["limits", "memory"]]
+
+deny contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	some path in required_resources
+	not object.get(entry.container, array.concat(["resources"], path), null)
+	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": resources.", path[0], ".", path[1], " must be set"])
+}
+
+# A CPU limit throttles a healthy pod; many platforms leave it out, so it only warns.
+warn contains msg if {
+	some obj in pod_objects
+	some entry in containers(pod_spec(obj))
+	not object.get(entry.container, ["resources", "limits", "cpu"], null)
+	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": resources.limits.cpu is not set"])
+}
+
+deny contains msg if {
+	some obj in pod_objects
+	not is_test_hook(obj)
+	some container in object.get(pod_spec(obj), "containers", [])
+	some probe in ["livenessProbe", "readinessProbe"]
+	not container[probe]
+	msg := concat("", ["POD-15 ", label(obj), ": container ", container.name, ": ", probe, " must be set"])
+}
+
+# configMap, emptyDir, projected and secret per RENDER_GATE 15, plus persistentVolumeClaim:
+# SPEC §10 lets the file store keep its folder on an existing claim for durability.
+allowed_volume_sources := {"configMap", "emptyDir", "projected", "secret", "persistentVolumeClaim"}
+
+deny contains msg if {
+	some obj in pod_objects
+	some volume in object.get(pod_spec(obj), "volumes", [])
+	some source in object.keys(volume)
+	source != "name"
+	not source in allowed_volume_sources
+	msg := concat("", ["POD-15 ", label(obj), ": volume ", volume.name, " uses the ", source, " source; allowed: ", concat(", ", sort(allowed_volume_sources))])
+}

@@ -1,0 +1,319 @@
+# RBAC (RENDER_GATE 1-8, SPEC §10): the chart may grant exactly the store's permissions, in one
+# namespace, to its own ServiceAccount, and nothing else for any valid values.
+package main
+
+import rego.v1
+
+rbac_api_group := "rbac.authorization.k8s.io"
+
+rule_kinds := {"Role", "ClusterRole"}
+
+rule_objects := [obj | some obj in documents; obj.kind in rule_kinds]
+
+# --- the expected permission set --------------------------------------------------------------
+
+# One permission = one (verb, resource.group, resourceName) triple, written as a readable string;
+# a rule without resourceNames grants the verb on every name ("" here).
+permission(group, resource, verb, name) := concat("", [verb, " ", qualified(resource, group), pinned(name)])
+
+qualified(resource, "") := resource
+
+qualified(resource, group) := concat("", [resource, ".", group]) if group != ""
+
+pinned("") := ""
+
+pinned(name) := concat("", ["/", name]) if name != ""
+
+resource_names(rule) := object.get(rule, "resourceNames", [])
+
+names_or_any(rule) := resource_names(rule) if count(resource_names(rule)) > 0
+
+names_or_any(rule) := [""] if count(resource_names(rule)) == 0
+
+role_permissions(role) := {permission(group, resource, verb, name) |
+	some rule in object.get(role, "rules", [])
+	some group in object.get(rule, "apiGroups", [])
+	some resource in object.get(rule, "resources", [])
+	some verb in object.get(rule, "verbs", [])
+	some name in names_or_any(rule)
+}
+
+# SPEC §10, exactly: configmaps get/list/update/create unpinned (create cannot be scoped by name,
+# list by name needs a field selector discovery does not have); leases get/update pinned to the
+# Lease name; leases create unpinned (create cannot be scoped by name).
+expected_permissions(lease) := {
+	permission("", "configmaps", "get", ""),
+	permission("", "configmaps", "list", ""),
+	permission("", "configmaps", "update", ""),
+	permission("", "configmaps", "create", ""),
+	permission("coordination.k8s.io", "leases", "get", lease),
+	permission("coordination.k8s.io", "leases", "update", lease),
+	permission("coordination.k8s.io", "leases", "create", ""),
+}
+
+config_lease_names := {name |
+	some config in runtime_configs
+	name := object.get(config, ["store", "leaseName"], "")
+	name != ""
+}
+
+pinned_lease_names(role) := {name |
+	some rule in object.get(role, "rules", [])
+	"leases" in object.get(rule, "resources", [])
+	some name in resource_names(rule)
+}
+
+# The Lease the Role must pin: the runtime config's leaseName when the release is seen whole,
+# otherwise the one name the Role itself pins.
+expected_lease(role) := name if {
+	count(config_lease_names) == 1
+	some name in config_lease_names
+} else := name if {
+	count(config_lease_names) == 0
+	names := pinned_lease_names(role)
+	count(names) == 1
+	some name in names
+} else := "<leaseName>"
+
+# --- RBAC-1: namespaced only -----------------------------------------------------------------
+
+deny contains msg if {
+	some obj in documents
+	obj.kind in {"ClusterRole", "ClusterRoleBinding"}
+	msg := concat("", ["RBAC-1 ", label(obj), ": cluster-scoped RBAC is never rendered (SPEC §10)"])
+}
+
+# --- RBAC-2: explicit namespace, the coordination namespace ------------------------------------
+
+deny contains msg if {
+	some obj in documents
+	obj.kind in {"Role", "RoleBinding"}
+	namespace_of(obj) == ""
+	msg := concat("", ["RBAC-2 ", label(obj), ": metadata.namespace must be set explicitly to the coordination namespace"])
+}
+
+deny contains msg if {
+	some obj in documents
+	obj.kind in {"Role", "RoleBinding"}
+	some config in runtime_configs
+	want := object.get(config, ["store", "namespace"], "")
+	want != ""
+	namespace_of(obj) != want
+	msg := concat("", ["RBAC-2 ", label(obj), ": namespace ", namespace_of(obj), " is not the coordination namespace ", want, " of config.json"])
+}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	some role in objects_of_kind("Role")
+	binding.roleRef.name == role.metadata.name
+	namespace_of(binding) != namespace_of(role)
+	msg := concat("", ["RBAC-2 ", label(binding), ": namespace ", namespace_of(binding), " differs from its Role's ", namespace_of(role)])
+}
+
+# --- RBAC-3: the Role's permissions equal SPEC §10 as a set -------------------------------------
+
+deny contains msg if {
+	some role in objects_of_kind("Role")
+	actual := role_permissions(role)
+	want := expected_permissions(expected_lease(role))
+	extra := actual - want
+	missing := want - actual
+	count(extra) + count(missing) > 0
+	msg := concat("", ["RBAC-3 ", label(role), ": rules differ from SPEC §10: extra [", concat(", ", sort(extra)), "]; missing [", concat(", ", sort(missing)), "]"])
+}
+
+# --- RBAC-4: no wildcards, no nonResourceURLs -------------------------------------------------
+
+deny contains msg if {
+	some obj in rule_objects
+	some i, rule in object.get(obj, "rules", [])
+	some field in ["apiGroups", "resources", "verbs", "resourceNames"]
+	some value in object.get(rule, field, [])
+	contains(value, "*")
+	msg := concat("", ["RBAC-4 ", label(obj), ": rules[", format_int(i, 10), "].", field, " contains the wildcard ", value])
+}
+
+deny contains msg if {
+	some obj in rule_objects
+	some i, rule in object.get(obj, "rules", [])
+	count(object.get(rule, "nonResourceURLs", [])) > 0
+	msg := concat("", ["RBAC-4 ", label(obj), ": rules[", format_int(i, 10), "] grants nonResourceURLs"])
+}
+
+deny contains msg if {
+	some obj in objects_of_kind("ClusterRole")
+	obj.aggregationRule
+	msg := concat("", ["RBAC-4 ", label(obj), ": aggregationRule pulls in rules the chart does not list"])
+}
+
+# --- RBAC-5: resources that amount to cluster or workload takeover -------------------------------
+
+forbidden_resources := {
+	"secrets",
+	"pods", "pods/exec", "pods/attach", "pods/portforward", "pods/ephemeralcontainers", "pods/proxy",
+	"nodes", "nodes/proxy", "services/proxy", "services/status",
+	"serviceaccounts", "serviceaccounts/token",
+	"roles", "rolebindings", "clusterroles", "clusterrolebindings",
+	"certificatesigningrequests", "certificatesigningrequests/approval",
+	"certificatesigningrequests/status", "signers",
+	"mutatingwebhookconfigurations", "validatingwebhookconfigurations",
+	"validatingadmissionpolicies", "validatingadmissionpolicybindings",
+	"tokenreviews", "persistentvolumes", "namespaces",
+}
+
+deny contains msg if {
+	some obj in rule_objects
+	some i, rule in object.get(obj, "rules", [])
+	some resource in object.get(rule, "resources", [])
+	resource in forbidden_resources
+	msg := concat("", ["RBAC-5 ", label(obj), ": rules[", format_int(i, 10), "] grants access to the forbidden resource ", resource])
+}
+
+# --- RBAC-6: privilege-escalation verbs -------------------------------------------------------
+
+deny contains msg if {
+	some obj in rule_objects
+	some i, rule in object.get(obj, "rules", [])
+	some verb in object.get(rule, "verbs", [])
+	verb in {"bind", "escalate", "impersonate"}
+	msg := concat("", ["RBAC-6 ", label(obj), ": rules[", format_int(i, 10), "] grants the escalation verb ", verb])
+}
+
+# --- RBAC-7: Lease get/update pinned by name; create in its own unpinned rule ---------------------
+
+# (rego-cpp cannot parse `some i, x in` inside a comprehension, hence the index form.)
+lease_rules(obj) := [{"index": i, "rule": rule} |
+	some i
+	rule := object.get(obj, "rules", [])[i]
+	"coordination.k8s.io" in object.get(rule, "apiGroups", [])
+	"leases" in object.get(rule, "resources", [])
+]
+
+deny contains msg if {
+	some obj in rule_objects
+	some entry in lease_rules(obj)
+	i := entry.index
+	rule := entry.rule
+	some verb in object.get(rule, "verbs", [])
+	verb in {"get", "update"}
+	count(resource_names(rule)) == 0
+	msg := concat("", ["RBAC-7 ", label(obj), ": rules[", format_int(i, 10), "] grants leases ", verb, " on every name; pin it by resourceNames to the Lease"])
+}
+
+deny contains msg if {
+	some obj in rule_objects
+	some entry in lease_rules(obj)
+	i := entry.index
+	rule := entry.rule
+	"create" in object.get(rule, "verbs", [])
+	verbs := {v | some v in rule.verbs}
+	verbs != {"create"}
+	msg := concat("", ["RBAC-7 ", label(obj), ": rules[", format_int(i, 10), "] mixes leases create with [", concat(", ", sort(verbs - {"create"})), "]; create needs its own rule"])
+}
+
+deny contains msg if {
+	some obj in rule_objects
+	some entry in lease_rules(obj)
+	i := entry.index
+	rule := entry.rule
+	"create" in object.get(rule, "verbs", [])
+	count(resource_names(rule)) > 0
+	msg := concat("", ["RBAC-7 ", label(obj), ": rules[", format_int(i, 10), "] pins leases create by name, which RBAC never matches (create has no name at authorization time)"])
+}
+
+deny contains msg if {
+	some role in objects_of_kind("Role")
+	count(config_lease_names) > 0
+	pinned := pinned_lease_names(role)
+	pinned != config_lease_names
+	msg := concat("", ["RBAC-7 ", label(role), ": pins Lease [", concat(", ", sort(pinned)), "] but config.json leaseName is [", concat(", ", sort(config_lease_names)), "]"])
+}
+
+# --- RBAC-8: the RoleBinding binds the chart's Role to the chart's ServiceAccount only -----------
+
+privileged_role_names := {"cluster-admin", "admin", "edit"}
+
+privileged_subject_names := {"system:anonymous", "system:unauthenticated", "system:authenticated", "system:masters"}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	ref := object.get(binding, "roleRef", {})
+	object.get(ref, "kind", "") != "Role"
+	msg := concat("", ["RBAC-8 ", label(binding), ": roleRef.kind is ", object.get(ref, "kind", ""), "; only the chart's namespaced Role may be bound"])
+}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	object.get(binding, ["roleRef", "apiGroup"], "") != rbac_api_group
+	msg := concat("", ["RBAC-8 ", label(binding), ": roleRef.apiGroup must be ", rbac_api_group])
+}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	name := object.get(binding, ["roleRef", "name"], "")
+	privileged_role(name)
+	msg := concat("", ["RBAC-8 ", label(binding), ": binds the built-in role ", name])
+}
+
+privileged_role(name) if name in privileged_role_names
+
+privileged_role(name) if startswith(name, "system:")
+
+deny contains msg if {
+	combined
+	some binding in objects_of_kind("RoleBinding")
+	name := object.get(binding, ["roleRef", "name"], "")
+	not name in {role.metadata.name | some role in objects_of_kind("Role")}
+	msg := concat("", ["RBAC-8 ", label(binding), ": roleRef ", name, " is not a Role this chart renders"])
+}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	count(object.get(binding, "subjects", [])) != 1
+	msg := concat("", ["RBAC-8 ", label(binding), ": must have exactly one subject (the chart's ServiceAccount), has ", format_int(count(object.get(binding, "subjects", [])), 10)])
+}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	some subject in object.get(binding, "subjects", [])
+	object.get(subject, "kind", "") != "ServiceAccount"
+	msg := concat("", ["RBAC-8 ", label(binding), ": subject ", object.get(subject, "kind", ""), " ", object.get(subject, "name", ""), " is not a ServiceAccount"])
+}
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	some subject in object.get(binding, "subjects", [])
+	name := object.get(subject, "name", "")
+	privileged_subject(name)
+	msg := concat("", ["RBAC-8 ", label(binding), ": subject ", name, " is a built-in identity, not the chart's ServiceAccount"])
+}
+
+privileged_subject(name) if name in privileged_subject_names
+
+privileged_subject(name) if startswith(name, "system:")
+
+privileged_subject(name) if name == "default"
+
+deny contains msg if {
+	some binding in objects_of_kind("RoleBinding")
+	some subject in object.get(binding, "subjects", [])
+	subject.kind == "ServiceAccount"
+	object.get(subject, "namespace", "") == ""
+	msg := concat("", ["RBAC-8 ", label(binding), ": ServiceAccount subject ", object.get(subject, "name", ""), " needs an explicit namespace (the release namespace)"])
+}
+
+# Seen whole, the subject must be the ServiceAccount the chart's pods run as, in their namespace.
+chart_service_accounts := {[namespace_of(obj), object.get(pod_spec(obj), "serviceAccountName", "")] |
+	some obj in pod_objects
+	not is_test_hook(obj)
+}
+
+deny contains msg if {
+	combined
+	count(chart_service_accounts) > 0
+	some binding in objects_of_kind("RoleBinding")
+	some subject in object.get(binding, "subjects", [])
+	subject.kind == "ServiceAccount"
+	not [object.get(subject, "namespace", ""), subject.name] in chart_service_accounts
+	msg := concat("", ["RBAC-8 ", label(binding), ": subject ", object.get(subject, "namespace", ""), "/", subject.name, " is not the ServiceAccount the chart's pods run as [", concat(", ", sort([concat("/", pair) | some pair in chart_service_accounts])), "]"])
+}

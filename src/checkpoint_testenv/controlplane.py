@@ -1,0 +1,272 @@
+"""A real etcd + kube-apiserver on loopback, for tests that need the API server's own behaviour.
+
+Validation (the 1 MiB ConfigMap check), optimistic concurrency and the RBAC authorizer are what
+the store and the chart depend on, so tests talk to the real server built from the pinned Go
+modules. Ports and the etcd data dir stay fixed for the life of a ControlPlane, so killing and
+restarting either server keeps the stored state, as a real outage would.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import secrets
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from checkpoint_testenv import certs
+from checkpoint_testenv.processes import ManagedProcess, wait_until
+
+ADMIN_USER = "checkpoint-testenv-admin"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+_START_TIMEOUT = 90.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the servers bind it right after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class StartupTimes:
+    """Seconds from spawning each server until it answered its health/readiness check."""
+
+    etcd: list[float] = field(default_factory=list)
+    apiserver: list[float] = field(default_factory=list)
+
+
+class ControlPlane:
+    """etcd and kube-apiserver processes plus the credentials and clients to reach them."""
+
+    def __init__(self, bin_dir: Path, workdir: Path) -> None:
+        self.bin_dir = bin_dir
+        self.workdir = workdir
+        self.etcd_client_port = free_port()
+        self.etcd_peer_port = free_port()
+        self.port = free_port()
+        self.host = f"https://127.0.0.1:{self.port}"
+        self.admin_token = secrets.token_hex(24)
+        self.startup = StartupTimes()
+        self.startup_total = 0.0
+        self._certs: certs.Certificates | None = None
+        self._names = itertools.count(1)
+        self._etcd = ManagedProcess("etcd", self._etcd_argv(), workdir / "etcd.log")
+        self._apiserver = ManagedProcess(
+            "kube-apiserver", self._apiserver_argv(), workdir / "kube-apiserver.log"
+        )
+        self.kubeconfig = workdir / "admin.kubeconfig"
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Generate credentials, start etcd then kube-apiserver, and wait until both are ready."""
+        self._certs = certs.generate(self.workdir / "pki")
+        (self.workdir / "tokens.csv").write_text(
+            f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n'
+        )
+        self._write_kubeconfig()
+        atexit.register(self.stop)
+        self.start_etcd()
+        self.start_apiserver()
+
+    def stop(self) -> None:
+        """Shut both servers down (apiserver first); safe to call more than once."""
+        self._apiserver.stop()
+        self._etcd.stop()
+
+    def start_etcd(self) -> None:
+        self._etcd.start()
+        seconds = wait_until(self._etcd_healthy, self._etcd, _START_TIMEOUT, "healthy")
+        self.startup.etcd.append(seconds)
+
+    def kill_etcd(self) -> None:
+        self._etcd.kill()
+
+    def restart_etcd(self) -> None:
+        """SIGKILL etcd and start it again on the same data dir and ports."""
+        self._etcd.kill()
+        self.start_etcd()
+
+    def start_apiserver(self) -> None:
+        self._apiserver.start()
+        seconds = wait_until(self._apiserver_ready, self._apiserver, _START_TIMEOUT, "ready")
+        self.startup.apiserver.append(seconds)
+
+    def kill_apiserver(self) -> None:
+        self._apiserver.kill()
+
+    def restart_apiserver(self) -> None:
+        """SIGKILL kube-apiserver and start it again on the same port."""
+        self._apiserver.kill()
+        self.start_apiserver()
+
+    @property
+    def etcd_running(self) -> bool:
+        return self._etcd.running
+
+    @property
+    def apiserver_running(self) -> bool:
+        return self._apiserver.running
+
+    # ---- clients ---------------------------------------------------------------------------
+
+    @property
+    def ca_file(self) -> Path:
+        return self._pki.ca_cert
+
+    @property
+    def serving_cert(self) -> Path:
+        return self._pki.serving_cert
+
+    @property
+    def serving_key(self) -> Path:
+        return self._pki.serving_key
+
+    def configuration(
+        self, token: str | None = None, host: str | None = None
+    ) -> client.Configuration:
+        """A client Configuration: admin when `token` is None. Retries are left unconfigured."""
+        configuration = client.Configuration()
+        configuration.host = host or self.host
+        configuration.ssl_ca_cert = str(self.ca_file)
+        configuration.api_key = {"authorization": token or self.admin_token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        return configuration
+
+    def admin_api(self) -> client.ApiClient:
+        """A new admin ApiClient; the caller closes it."""
+        return client.ApiClient(self.configuration())
+
+    def create_namespace(self, prefix: str = "t") -> str:
+        """Create a namespace with a name never used before (deleted ones never go away here)."""
+        name = f"{prefix}-{next(self._names)}-{secrets.token_hex(3)}"
+        with self.admin_api() as api:
+            body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+            client.CoreV1Api(api).create_namespace(body)
+        return name
+
+    def service_account_token(
+        self, namespace: str, name: str, expiration_seconds: int = 3600
+    ) -> str:
+        """A bound token for an existing ServiceAccount, via the TokenRequest API."""
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=[SERVICE_ACCOUNT_ISSUER], expiration_seconds=expiration_seconds
+            )
+        )
+        with self.admin_api() as api:
+            answer = client.CoreV1Api(api).create_namespaced_service_account_token(
+                name, namespace, request
+            )
+        if answer.status is None or not answer.status.token:
+            raise RuntimeError(f"TokenRequest for {namespace}/{name} returned no token")
+        return str(answer.status.token)
+
+    # ---- internals -------------------------------------------------------------------------
+
+    @property
+    def _pki(self) -> certs.Certificates:
+        if self._certs is None:
+            raise RuntimeError("control plane not started")
+        return self._certs
+
+    def _etcd_argv(self) -> list[str]:
+        client_url = f"http://127.0.0.1:{self.etcd_client_port}"
+        peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
+        return [
+            str(self.bin_dir / "etcd"),
+            "--name=testenv",
+            f"--data-dir={self.workdir / 'etcd-data'}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=testenv={peer_url}",
+            "--initial-cluster-state=new",
+            # Durability against power loss is not what these tests check; fsync costs seconds.
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_argv(self) -> list[str]:
+        pki = self.workdir / "pki"
+        return [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_client_port}",
+            f"--secure-port={self.port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={pki / 'serving.crt'}",
+            f"--tls-private-key-file={pki / 'serving.key'}",
+            f"--token-auth-file={self.workdir / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            # No controller-manager creates the default ServiceAccount a Pod would need.
+            "--disable-admission-plugins=ServiceAccount",
+        ]
+
+    def _write_kubeconfig(self) -> None:
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "testenv",
+                    "cluster": {"server": self.host, "certificate-authority": str(self.ca_file)},
+                }
+            ],
+            "users": [{"name": ADMIN_USER, "user": {"token": self.admin_token}}],
+            "contexts": [
+                {"name": "testenv", "context": {"cluster": "testenv", "user": ADMIN_USER}}
+            ],
+            "current-context": "testenv",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
+
+    def _etcd_healthy(self) -> bool:
+        url = f"http://127.0.0.1:{self.etcd_client_port}/health"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as answer:
+                return b'"true"' in answer.read()
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def _apiserver_ready(self) -> bool:
+        request = urllib.request.Request(
+            f"{self.host}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+        )
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=context) as answer:
+                return bool(answer.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
+
+
+def start_control_plane(bin_dir: Path, workdir: Path) -> ControlPlane:
+    """Start a ControlPlane, stopping whatever did start if the rest fails."""
+    plane = ControlPlane(bin_dir, workdir)
+    begun = time.monotonic()
+    try:
+        plane.start()
+    except BaseException:
+        plane.stop()
+        raise
+    plane.startup_total = time.monotonic() - begun
+    return plane

@@ -1,0 +1,161 @@
+"""Install the chart into the test control plane with the pinned helm CLI.
+
+No --wait: there is no kubelet or controller-manager, so nothing would ever become ready. What the
+tests need is what the chart *creates*: its ServiceAccount, Role and RoleBinding (to act with
+exactly the chart's permissions) and the runtime config it rendered (read back from the server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from checkpoint_testenv.binaries import REPO_ROOT
+from checkpoint_testenv.controlplane import ControlPlane
+
+CHART_DIR = REPO_ROOT / "charts" / "checkpoint-runtime"
+DEFAULT_RELEASE = "cr"
+CONFIG_KEY = "config.json"
+CONFIG_SUFFIX = "-config"
+_WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+class HelmError(RuntimeError):
+    """`helm install` failed; the message carries helm's own output."""
+
+
+@dataclass
+class Release:
+    """One installed release and the identities and config it produced."""
+
+    plane: ControlPlane = field(repr=False)
+    name: str
+    namespace: str
+    coordination_namespace: str
+    service_account: str
+    lease_name: str
+    rendered_config: dict[str, Any]
+    manifest: list[dict[str, Any]] = field(repr=False)
+
+    @cached_property
+    def token(self) -> str:
+        """A TokenRequest token for the chart's ServiceAccount (fetched on first use)."""
+        return self.plane.service_account_token(self.namespace, self.service_account)
+
+    def configuration(self, host: str | None = None) -> client.Configuration:
+        """A Configuration authenticated as the chart's ServiceAccount (retries unconfigured)."""
+        return self.plane.configuration(token=self.token, host=host)
+
+
+def install(
+    plane: ControlPlane,
+    namespace: str,
+    values: dict[str, Any] | None = None,
+    release: str = DEFAULT_RELEASE,
+    chart_dir: Path = CHART_DIR,
+) -> Release:
+    """`helm install` the chart into an existing namespace and describe what it created."""
+    if not (chart_dir / "Chart.yaml").is_file():
+        raise HelmError(f"no chart at {chart_dir}")
+    helm_dir = plane.workdir / "helm"
+    helm_dir.mkdir(exist_ok=True)
+    values_file = helm_dir / f"{namespace}-{release}-values.json"
+    values_file.write_text(json.dumps(values or {}))
+    output = _helm(
+        plane,
+        "install", release, str(chart_dir), "--namespace", namespace, "--values", str(values_file),
+        "--output", "json",
+    )  # fmt: skip
+    manifest_text = json.loads(output).get("manifest") or _helm(
+        plane, "get", "manifest", release, "--namespace", namespace
+    )
+    manifest = [doc for doc in yaml.safe_load_all(manifest_text) if isinstance(doc, dict)]
+    config_map = _config_map(manifest, release)
+    config_namespace = config_map["metadata"].get("namespace") or namespace
+    rendered = _read_rendered_config(plane, config_namespace, config_map["metadata"]["name"])
+    store = rendered.get("store", {})
+    return Release(
+        plane=plane,
+        name=release,
+        namespace=namespace,
+        coordination_namespace=store.get("namespace") or namespace,
+        service_account=_service_account(manifest),
+        lease_name=store.get("leaseName") or _lease_name_from_role(manifest),
+        rendered_config=rendered,
+        manifest=manifest,
+    )
+
+
+def _helm(plane: ControlPlane, *args: str) -> str:
+    home = plane.workdir / "helm" / "home"
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+        "KUBECONFIG": str(plane.kubeconfig),
+    }
+    command = [str(plane.bin_dir / "helm"), *args, "--kubeconfig", str(plane.kubeconfig)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        raise HelmError(f"helm {' '.join(args)} failed:\n{result.stderr}{result.stdout}")
+    return result.stdout
+
+
+def _config_map(manifest: list[dict[str, Any]], release: str) -> dict[str, Any]:
+    candidates = [
+        doc
+        for doc in manifest
+        if doc.get("kind") == "ConfigMap"
+        and doc["metadata"]["name"].endswith(CONFIG_SUFFIX)
+        and CONFIG_KEY in (doc.get("data") or {})
+    ]
+    if len(candidates) != 1:
+        names = [doc["metadata"]["name"] for doc in candidates]
+        raise HelmError(
+            f"release {release}: expected one '*{CONFIG_SUFFIX}' ConfigMap with {CONFIG_KEY}, "
+            f"found {names}"
+        )
+    return candidates[0]
+
+
+def _read_rendered_config(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    """Read the config back from the server: what was stored, not what helm meant to send."""
+    with plane.admin_api() as api:
+        stored = client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
+    text = (stored.data or {}).get(CONFIG_KEY)
+    if text is None:
+        raise HelmError(f"ConfigMap {namespace}/{name} has no {CONFIG_KEY} on the server")
+    config: dict[str, Any] = json.loads(text)
+    return config
+
+
+def _service_account(manifest: list[dict[str, Any]]) -> str:
+    """The account the workload runs as, else the one ServiceAccount the chart created."""
+    for doc in manifest:
+        if doc.get("kind") in _WORKLOAD_KINDS:
+            pod_spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+            if pod_spec.get("serviceAccountName"):
+                return str(pod_spec["serviceAccountName"])
+    accounts = [doc["metadata"]["name"] for doc in manifest if doc.get("kind") == "ServiceAccount"]
+    if len(accounts) != 1:
+        raise HelmError(f"cannot tell the chart's ServiceAccount: found {accounts}")
+    return str(accounts[0])
+
+
+def _lease_name_from_role(manifest: list[dict[str, Any]]) -> str:
+    for doc in manifest:
+        if doc.get("kind") != "Role":
+            continue
+        for rule in doc.get("rules", []):
+            if "leases" in rule.get("resources", []) and rule.get("resourceNames"):
+                return str(rule["resourceNames"][0])
+    raise HelmError("no lease name in the runtime config nor in a Role's resourceNames")

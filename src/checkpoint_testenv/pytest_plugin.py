@@ -1,0 +1,93 @@
+"""pytest fixtures for the real test control plane (registered from tests/conftest.py).
+
+`control_plane` starts one etcd + kube-apiserver per session, lazily, only when a test asks for
+it. If the binaries are missing or cannot be built the fixture errors: a test that needs the real
+API server must never pass or skip silently without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from checkpoint_testenv import binaries, helm
+from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+from checkpoint_testenv.faultproxy import FaultProxy
+
+ChartInstaller = Callable[..., helm.Release]
+ProxyFactory = Callable[[], FaultProxy]
+
+_APISERVER_FIXTURES = {"control_plane", "namespace", "chart_install", "fault_proxy"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the control plane `apiserver`, so `-m` can select them."""
+    for item in items:
+        if _APISERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.apiserver)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One real etcd + kube-apiserver for the whole session."""
+    try:
+        bin_dir = binaries.locate()
+    except binaries.BinariesMissing as missing:
+        pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
+    plane = start_control_plane(bin_dir, tmp_path_factory.mktemp("controlplane"))
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane) -> str:
+    """A namespace no other test has used (without a controller-manager none is ever removed)."""
+    return control_plane.create_namespace()
+
+
+@pytest.fixture
+def chart_install(control_plane: ControlPlane) -> ChartInstaller:
+    """Factory: helm-install the chart (default release "cr") into a fresh or given namespace."""
+
+    def install(
+        values: dict[str, Any] | None = None,
+        namespace: str | None = None,
+        release: str = helm.DEFAULT_RELEASE,
+    ) -> helm.Release:
+        target = namespace or control_plane.create_namespace("chart")
+        return helm.install(control_plane, target, values, release=release)
+
+    return install
+
+
+@pytest.fixture
+def fault_proxy(control_plane: ControlPlane) -> Iterator[ProxyFactory]:
+    """Factory of fault-injecting proxies in front of the API server, closed after the test."""
+    proxies: list[FaultProxy] = []
+
+    def make() -> FaultProxy:
+        proxy = FaultProxy.in_front_of(control_plane)
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+@pytest.fixture(scope="module")
+def kube_config(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> str:
+    """pytest-helm-charts' kubeconfig: --kubeconfig if given, else the test control plane's.
+
+    Overrides that plugin's fixture of the same name so its `kube_cluster` (pykube) talks to
+    the real test API server without any command-line option.
+    """
+    given = pytestconfig.getoption("kubeconfig", default=None)
+    if given:
+        return str(given)
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    return str(plane.kubeconfig)

@@ -94,13 +94,21 @@ a name is required (the schema says so too; this message is for --skip-schema-va
 {{- end }}
 
 {{- define "checkpoint-runtime.image" -}}
-{{- include "checkpoint-runtime.imageRef" .Values.image }}
+{{- include "checkpoint-runtime.imageRef" (dict "repository" .Values.image.repository "tag" .Values.image.tag "digest" .Values.image.digest) }}
 {{- end }}
 
-{{/* The test image falls back field by field to the runtime image, which ships python3. */}}
+{{/*
+The test image: the runtime image (it ships python3) unless tests.image names another; an
+empty repository or tag falls back to the runtime's, and the runtime's digest applies only
+when both do (it pins exactly that image).
+*/}}
 {{- define "checkpoint-runtime.testImage" -}}
 {{- $test := .Values.tests.image }}
-{{- include "checkpoint-runtime.imageRef" (dict "repository" (default .Values.image.repository $test.repository) "tag" (default .Values.image.tag $test.tag) "digest" $test.digest) }}
+{{- $digest := $test.digest }}
+{{- if not (or $test.repository $test.tag) }}
+{{- $digest = default .Values.image.digest $test.digest }}
+{{- end }}
+{{- include "checkpoint-runtime.imageRef" (dict "repository" (default .Values.image.repository $test.repository) "tag" (default .Values.image.tag $test.tag) "digest" $digest) }}
 {{- end }}
 
 {{/*

@@ -1,0 +1,64 @@
+"""Helpers of the chart tests: paths, Helm's values merge, and views of rendered manifests."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART_DIR = ROOT / "charts" / "checkpoint-runtime"
+CI_VALUES = sorted((ROOT / "ci").glob("*-values.yaml"))
+RELEASE = "cr"
+NAMESPACE = "release-ns"
+
+Manifest = dict[str, Any]
+Render = Callable[..., list[Manifest]]
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded or {}
+
+
+def coalesce(defaults: Any, overrides: Any) -> Any:
+    """Helm's merge of user values over defaults: maps merge, null deletes, the rest replaces."""
+    if not (isinstance(defaults, dict) and isinstance(overrides, dict)):
+        return copy.deepcopy(overrides)
+    merged = copy.deepcopy(defaults)
+    for key, value in overrides.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = coalesce(merged.get(key), value)
+    return merged
+
+
+def manifests_of(rendered: dict[str, str]) -> list[Manifest]:
+    """The Kubernetes objects of a render (NOTES.txt and empty documents left out)."""
+    objects: list[Manifest] = []
+    for template, text in sorted(rendered.items()):
+        if not template.endswith((".yaml", ".yml")):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+def by_kind(objects: list[Manifest], kind: str) -> list[Manifest]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: list[Manifest], kind: str) -> Manifest:
+    matching = by_kind(objects, kind)
+    assert len(matching) == 1, f"expected one {kind}, got {len(matching)}"
+    return matching[0]
+
+
+def runtime_config(objects: list[Manifest]) -> dict[str, Any]:
+    config_map = one(objects, "ConfigMap")
+    config: dict[str, Any] = json.loads(config_map["data"]["config.json"])
+    return config

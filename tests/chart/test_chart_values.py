@@ -1,0 +1,284 @@
+"""values.yaml, the CI values files and the values schema agree with each other and the templates.
+
+SPEC §10 / RENDER_GATE 16, 17, 24: every value in values.yaml is used by a template, every
+`.Values` reference names a value the schema defines, defaults and the CI matrix validate, and
+invalid values are rejected naming their key path (by jsonschema and by Helm itself).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from chart_helpers import CHART_DIR, CI_VALUES, coalesce, load_yaml
+from helm_python import Chart
+from helm_python.errors import HelmValuesError
+from jsonschema import Draft202012Validator, ValidationError
+
+VALUES_REF = re.compile(r"(?<![\w$])\$?\w*\.Values\.([A-Za-z_][\w.]*)")
+ALIAS = re.compile(r"\$(\w+)\s*:?=\s*(\.Values\.[\w.]+|\$\w+\.[\w.]+)")
+SERIALISED = re.compile(r"(?:toYaml|toJson|toPrettyJson)\s+(\.Values\.[\w.]+)")
+PIPED = re.compile(r"(\.Values\.[\w.]+)\s*\|\s*(?:toYaml|toJson|toPrettyJson)")
+
+
+def leaf_paths(values: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every leaf of a values document; empty maps and lists are leaves themselves."""
+    if isinstance(values, dict) and values:
+        for key, child in values.items():
+            yield from leaf_paths(child, (*prefix, key))
+    else:
+        yield prefix
+
+
+def expand_aliases(source: str) -> str:
+    """Rewrite `$x := .Values.a` / `$y := $x.b` aliases so `$y.c` reads `.Values.a.b.c`."""
+    aliases: dict[str, str] = {}
+    for name, target in ALIAS.findall(source):
+        head, _, rest = target.partition(".")
+        if head.startswith("$") and head[1:] in aliases:
+            target = f"{aliases[head[1:]]}.{rest}"
+        if target.startswith(".Values."):
+            aliases[name] = target
+    for name, target in sorted(aliases.items(), key=lambda item: -len(item[0])):
+        source = re.sub(rf"\${name}\.(?=[A-Za-z_])", f"{target}.", source)
+    # `$root.Values.x` (the root context passed in a list) is `.Values.x`.
+    return re.sub(r"\$\w+\.Values\.", ".Values.", source)
+
+
+def referenced_paths(sources: list[str]) -> tuple[set[str], set[str]]:
+    """(paths read with .Values, paths serialised whole with toYaml/toJson)."""
+    read: set[str] = set()
+    whole: set[str] = set()
+    for source in sources:
+        expanded = expand_aliases(source)
+        read.update(match.rstrip(".") for match in VALUES_REF.findall(expanded))
+        for pattern in (SERIALISED, PIPED):
+            whole.update(ref.removeprefix(".Values.") for ref in pattern.findall(expanded))
+    return read, whole
+
+
+def unused_values(values: dict[str, Any], sources: list[str]) -> list[str]:
+    read, whole = referenced_paths(sources)
+    unused = []
+    for path in leaf_paths(values):
+        dotted = ".".join(path)
+        parents = {".".join(path[:i]) for i in range(1, len(path))}
+        if dotted not in read and not parents & whole:
+            unused.append(dotted)
+    return unused
+
+
+def schema_has_path(schema: dict[str, Any], path: str) -> bool:
+    node = schema
+    for key in path.split("."):
+        while "$ref" in node:
+            node = schema["$defs"][node["$ref"].removeprefix("#/$defs/")]
+        properties = node.get("properties", {})
+        if key not in properties:
+            return False
+        node = properties[key]
+    return True
+
+
+def template_sources(chart: Chart) -> list[str]:
+    return [template["data"] for template in chart.templates]
+
+
+def error_paths(schema: dict[str, Any], document: dict[str, Any]) -> set[str]:
+    """JSON-pointer paths of every error, nested oneOf/anyOf causes included."""
+    paths: set[str] = set()
+
+    def visit(error: ValidationError) -> None:
+        paths.add("".join(f"/{part}" for part in error.absolute_path))
+        for cause in error.context or ():
+            visit(cause)
+
+    for error in Draft202012Validator(schema).iter_errors(document):
+        visit(error)
+    return paths
+
+
+# --- the checker itself can fail -----------------------------------------------------------
+
+
+def test_unused_value_detector_reports_an_unused_value() -> None:
+    values = {"image": {"tag": "1"}, "forgotten": {"knob": 1}, "empty": {}}
+    sources = ["{{ .Values.image.tag }}"]
+    assert unused_values(values, sources) == ["forgotten.knob", "empty"]
+
+
+def test_unused_value_detector_follows_aliases_and_serialised_parents() -> None:
+    values = {"a": {"b": {"c": 1}}, "r": {"x": 1, "y": 2}, "t": {"u": 1}}
+    sources = [
+        "{{- $a := .Values.a }}{{- $b := $a.b }}{{ $b.c }}",
+        "{{ toYaml .Values.r | nindent 4 }}",
+        '{{ include "x" (list $ 1) }}{{ $root.Values.t.u }}',
+    ]
+    assert unused_values(values, sources) == []
+
+
+# --- the chart --------------------------------------------------------------------------------
+
+
+def test_every_value_in_values_yaml_is_used_by_a_template(
+    chart: Chart, default_values: dict[str, Any]
+) -> None:
+    assert unused_values(default_values, template_sources(chart)) == []
+
+
+def test_every_values_reference_in_templates_is_defined_by_the_schema(
+    chart: Chart, values_schema: dict[str, Any]
+) -> None:
+    read, _ = referenced_paths(template_sources(chart))
+    assert read, "no .Values references found: the scanner is broken"
+    assert sorted(path for path in read if not schema_has_path(values_schema, path)) == []
+
+
+def test_defaults_validate_against_the_generated_schema(
+    values_schema: dict[str, Any], default_values: dict[str, Any]
+) -> None:
+    Draft202012Validator.check_schema(values_schema)
+    Draft202012Validator(values_schema).validate(default_values)
+
+
+@pytest.mark.parametrize("values_file", CI_VALUES, ids=lambda path: path.name)
+def test_ci_values_validate_with_jsonschema_and_helm(
+    chart: Chart,
+    values_schema: dict[str, Any],
+    default_values: dict[str, Any],
+    values_file: Any,
+) -> None:
+    overrides = load_yaml(values_file)
+    Draft202012Validator(values_schema).validate(coalesce(default_values, overrides))
+    chart.validate_schema(overrides)
+
+
+def test_ci_matrix_covers_the_documented_configurations() -> None:
+    names = {path.name for path in CI_VALUES}
+    assert {
+        "default-values.yaml",
+        "file-store-values.yaml",
+        "three-feeds-values.yaml",
+        "optional-all-values.yaml",
+        "external-sa-values.yaml",
+        "no-rbac-values.yaml",
+        "other-namespace-values.yaml",
+    } <= names
+
+
+INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("tag-latest", {"image": {"tag": "latest"}}, "/image/tag"),
+    ("tag-Latest", {"image": {"tag": "Latest"}}, "/image/tag"),
+    ("tag-empty", {"image": {"tag": ""}}, "/image/tag"),
+    ("repository-with-tag", {"image": {"repository": "checkpoint-runtime:1"}}, "/image/repository"),
+    ("digest-not-sha256", {"image": {"digest": "md5:abc"}}, "/image/digest"),
+    ("store-s3", {"checkpoint": {"store": "s3"}}, "/checkpoint/store"),
+    ("unknown-top-level", {"extraRules": []}, ""),
+    ("unknown-rbac-key", {"rbac": {"create": True, "rules": []}}, "/rbac"),
+    ("securityContext-is-not-a-value", {"securityContext": {"privileged": True}}, ""),
+    ("root-user", {"podSecurityContext": {"runAsUser": 0}}, "/podSecurityContext/runAsUser"),
+    ("no-limits", {"resources": {"limits": None}}, "/resources"),
+    ("zero-replicas", {"replicaCount": 0}, "/replicaCount"),
+    ("namespace-not-dns", {"checkpoint": {"namespace": "Bad_NS"}}, "/checkpoint/namespace"),
+    ("lease-not-dns", {"checkpoint": {"leaseName": "-lease"}}, "/checkpoint/leaseName"),
+    (
+        "renew-not-below-lease",
+        {"checkpoint": {"leaderElection": {"renewDeadlineSeconds": 20}}},
+        "/checkpoint/leaderElection/renewDeadlineSeconds",
+    ),
+    ("file-path-over-tmp", {"checkpoint": {"file": {"path": "/tmp"}}}, "/checkpoint/file/path"),
+    (
+        "sa-external-without-name",
+        {"serviceAccount": {"create": False}},
+        "/serviceAccount/name",
+    ),
+    (
+        "tailnet-named-flowlogs",
+        {"checkpoint": {"collectors": [{"kind": "flowlogs", "tailnet": "flowlogs", "url": "u"}]}},
+        "/checkpoint/collectors/0/tailnet",
+    ),
+    (
+        "feed-named-objectstore",
+        {
+            "checkpoint": {
+                "collectors": [{"kind": "objectstore", "feed": "objectstore", "url": "u"}]
+            }
+        },
+        "/checkpoint/collectors/0/feed",
+    ),
+    (
+        "tailnet-named-objectstore",
+        {
+            "checkpoint": {
+                "collectors": [
+                    {"kind": "objectstore", "tailnet": "objectstore", "feed": "a", "url": "u"}
+                ]
+            }
+        },
+        "/checkpoint/collectors/0/tailnet",
+    ),
+    (
+        "feed-with-slash",
+        {"checkpoint": {"collectors": [{"kind": "objectstore", "feed": "a/b", "url": "u"}]}},
+        "/checkpoint/collectors/0/feed",
+    ),
+    (
+        "objectstore-without-feed",
+        {"checkpoint": {"collectors": [{"kind": "objectstore", "url": "u"}]}},
+        "/checkpoint/collectors/0",
+    ),
+    (
+        "unknown-collector-kind",
+        {"checkpoint": {"collectors": [{"kind": "syslog", "url": "u"}]}},
+        "/checkpoint/collectors/0/kind",
+    ),
+    ("sink-file-without-path", {"sink": {"kind": "file"}}, "/sink"),
+    (
+        "headroom-ratio-over-one",
+        {"prometheusRule": {"headroomWarningRatio": 1.5}},
+        "/prometheusRule/headroomWarningRatio",
+    ),
+    (
+        "network-peer-ipblock",
+        {"networkPolicy": {"ingressFrom": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}},
+        "/networkPolicy/ingressFrom/0",
+    ),
+    ("label-key-invalid", {"nodeSelector": {"bad key": "x"}}, "/nodeSelector"),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "path"),
+    [pytest.param(overrides, path, id=name) for name, overrides, path in INVALID],
+)
+def test_invalid_values_are_rejected_naming_the_key_path(
+    chart: Chart,
+    values_schema: dict[str, Any],
+    default_values: dict[str, Any],
+    overrides: dict[str, Any],
+    path: str,
+) -> None:
+    assert path in error_paths(values_schema, coalesce(default_values, overrides))
+    with pytest.raises(HelmValuesError) as rejected:
+        chart.validate_schema(overrides)
+    assert f"at '{path}'" in str(rejected.value)
+    with pytest.raises(HelmValuesError):
+        chart.render(values=overrides, name="cr", namespace="ns")
+
+
+def test_template_requires_a_service_account_name_even_without_the_schema(
+    tmp_path: Any,
+) -> None:
+    """Defence in depth: with --skip-schema-validation the template still refuses."""
+    import shutil
+
+    from helm_python.errors import HelmRenderError
+
+    copy_dir = tmp_path / "checkpoint-runtime"
+    shutil.copytree(CHART_DIR, copy_dir)
+    (copy_dir / "values.schema.json").unlink()
+    with Chart.load(copy_dir) as unchecked, pytest.raises(HelmRenderError) as refused:
+        unchecked.render(values={"serviceAccount": {"create": False}}, name="cr", namespace="ns")
+    assert "serviceAccount.name is required" in str(refused.value)

@@ -176,6 +176,8 @@ class FaultProxy:
         with self._lock:
             self._closed = True
             open_sockets = list(self._sockets)
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() on Linux
         self._listener.close()
         for sock in open_sockets:
             with contextlib.suppress(OSError):

@@ -207,7 +207,7 @@ deny contains msg if {
 	some obj in pod_objects
 	some entry in containers(pod_spec(obj))
 	some path in required_resources
-	not object.get(entry.container, array.concat(["resources"], path), null)
+	object.get(entry.container, array.concat(["resources"], path), null) == null
 	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": resources.", path[0], ".", path[1], " must be set"])
 }
 
@@ -215,7 +215,7 @@ deny contains msg if {
 warn contains msg if {
 	some obj in pod_objects
 	some entry in containers(pod_spec(obj))
-	not object.get(entry.container, ["resources", "limits", "cpu"], null)
+	object.get(entry.container, ["resources", "limits", "cpu"], null) == null
 	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": resources.limits.cpu is not set"])
 }
 

@@ -43,3 +43,27 @@ DEFAULT_MAX_SEEN_KEYS: Final = 5000
 LEASE_DURATION_SECONDS: Final = 15.0
 RENEW_DEADLINE_SECONDS: Final = 10.0
 RETRY_PERIOD_SECONDS: Final = 2.0
+
+# §5 (store helper): what discovery needs besides the keys above.
+ANNOTATION_LEASE: Final = f"{LABEL_PREFIX}/lease"
+SHARD_NAME_HASH_CHARS: Final = 16
+STORE_LABEL_HASH_CHARS: Final = 16
+MAX_DNS_SUBDOMAIN: Final = 253
+
+# §8: the legacy object carries this annotation (value: the digest that was migrated) once every
+# shard is durable; "sha256:" prefixes every digest the store records.
+DIGEST_PREFIX: Final = "sha256:"
+
+# §4: gzip effort; 9 is the smallest output and the encoder is not on a hot path.
+GZIP_LEVEL: Final = 9
+
+# §11: the old design's measured shard figures (total bytes, largest shard bytes) per configuration.
+OLD_DESIGN_FIGURES: Final = {
+    "one-feed": (15_846, 15_846),
+    "three-feeds": (47_381, 15_847),
+    "three-tailnets": (143_519, 16_302),
+}
+
+# §7: client-go's JitterFactor: candidates wait retry x (1 + rand x 1.2); renew deadline must
+# exceed retry x 1.2.
+LEADER_ELECTION_JITTER_FACTOR: Final = 1.2

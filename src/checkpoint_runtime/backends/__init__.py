@@ -1,0 +1,1 @@
+"""Where shards live: the embedded file folder or one ConfigMap per shard."""

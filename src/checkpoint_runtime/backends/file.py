@@ -1,0 +1,224 @@
+"""The embedded default backend: the shard codec on a local folder (SPEC §1, issue 4).
+
+Each shard is one file `<shard name>.shard`: a JSON header line (labels, annotations, version)
+then the gzip blob, exactly what the ConfigMap would hold. Writes go to a temp file, are fsynced,
+renamed over the old file and the folder is fsynced, so a crash leaves the old or the new shard,
+never a torn one. An flock on `.lock` serialises processes; each write is a compare-and-swap on
+the version, so conflicts behave as they do against the API server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import CheckpointError, ConflictError, CorruptShardError
+from checkpoint_runtime.legacy import LegacyState
+from checkpoint_runtime.naming import shard_labels, shard_name
+
+from .base import ShardWrite, StoredShard, WriteResult, check_owned
+
+SHARD_SUFFIX = ".shard"
+LEGACY_SUFFIX = ".legacy.json"
+LOCK_NAME = ".lock"
+
+
+class FileBackend:
+    """Shards of the store `lease_name` in `folder`; the legacy object is `<legacy>.legacy.json`."""
+
+    def __init__(self, folder: Path | str, lease_name: str, legacy_name: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.lease_name = lease_name
+        self.legacy_name = legacy_name
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def describe(self) -> str:
+        return f"file store {self.folder} (store {self.lease_name})"
+
+    @contextlib.contextmanager
+    def _locked(self, deadline: Deadline) -> Iterator[None]:
+        """Hold the folder lock, polling so that the shared deadline still bounds the wait."""
+        with open(self.folder / LOCK_NAME, "a+b") as lock:
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    deadline.check(f"locking {self.folder}")
+                    time.sleep(min(0.01, deadline.remaining()))
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _path(self, shard: str) -> Path:
+        return self.folder / (shard_name(self.lease_name, shard) + SHARD_SUFFIX)
+
+    def _read_file(self, path: Path, expected_shard: str | None = None) -> StoredShard:
+        data = path.read_bytes()
+        header_line, sep, blob = data.partition(b"\n")
+        name = path.name[: -len(SHARD_SUFFIX)]
+        try:
+            header = json.loads(header_line)
+            labels, annotations, version = (
+                header["labels"],
+                header["annotations"],
+                header["version"],
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise CorruptShardError(name, f"bad shard file header: {error}") from None
+        if not sep:
+            raise CorruptShardError(name, "shard file has no blob")
+        shard = check_owned(self.lease_name, name, labels, annotations, expected_shard)
+        return StoredShard(shard, name, blob, dict(annotations), str(version))
+
+    def list_shards(self, deadline: Deadline) -> list[StoredShard]:
+        deadline.check("listing shards")
+        with self._locked(deadline):
+            shards = []
+            for path in sorted(self.folder.glob("*" + SHARD_SUFFIX)):
+                header = _peek_header(path)
+                if header.get("labels") != shard_labels(self.lease_name):
+                    continue  # another store's shard in a shared folder: the selector skips it
+                shards.append(self._read_file(path))
+            return shards
+
+    def read_shard(self, shard: str, deadline: Deadline) -> StoredShard | None:
+        deadline.check(f"reading shard {shard!r}")
+        path = self._path(shard)
+        with self._locked(deadline):
+            if not path.exists():
+                return None
+            return self._read_file(path, shard)
+
+    def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
+        deadline.check(f"writing shard {write.shard!r}")
+        path = self._path(write.shard)
+        with self._locked(deadline):
+            current = self._read_file(path, write.shard).version if path.exists() else None
+            if version is None and current is not None:
+                raise ConflictError(write.shard, "already exists")
+            if version is not None and current != version:
+                raise ConflictError(
+                    write.shard, f"stored version is {current!r}, expected {version!r}"
+                )
+            new_version = str(int(current or "0") + 1)
+            header = {
+                "labels": shard_labels(self.lease_name),
+                "annotations": dict(write.annotations),
+                "version": new_version,
+            }
+            _atomic_write(path, json.dumps(header, sort_keys=True).encode() + b"\n" + write.blob)
+            return new_version
+
+    def create_shard(self, write: ShardWrite, deadline: Deadline) -> WriteResult:
+        return WriteResult(self._write(write, None, deadline))
+
+    def update_shard(self, write: ShardWrite, version: str, deadline: Deadline) -> WriteResult:
+        return WriteResult(self._write(write, version, deadline))
+
+    def _legacy_path(self) -> Path | None:
+        return (
+            None if self.legacy_name is None else self.folder / (self.legacy_name + LEGACY_SUFFIX)
+        )
+
+    def read_legacy(self, deadline: Deadline) -> LegacyState | None:
+        path = self._legacy_path()
+        if path is None:
+            return None
+        deadline.check("reading the legacy checkpoint")
+        with self._locked(deadline):
+            if not path.exists():
+                return None
+            document = _load_object(path)
+        data = document.get("data") or {}
+        value = data.get(LEGACY_DATA_KEY)
+        if not isinstance(value, str):
+            raise CheckpointError(f"legacy file {path} has no data entry {LEGACY_DATA_KEY!r}")
+        return LegacyState(
+            name=path.name,
+            value=value,
+            annotations=dict(document.get("annotations") or {}),
+            version=str(document.get("version", "")),
+        )
+
+    def mark_legacy(self, legacy: LegacyState, digest: str, deadline: Deadline) -> None:
+        path = self._legacy_path()
+        if path is None:
+            raise CheckpointError("no legacy checkpoint is configured")
+        deadline.check("marking the legacy checkpoint")
+        with self._locked(deadline):
+            document = _load_object(path)
+            if str(document.get("version", "")) != legacy.version:
+                raise ConflictError(legacy.name, "legacy checkpoint changed since it was read")
+            document["annotations"] = {
+                **(document.get("annotations") or {}),
+                ANNOTATION_MIGRATED: digest,
+            }
+            document["version"] = str(int(legacy.version or "0") + 1)
+            _atomic_write(path, json.dumps(document, sort_keys=True).encode())
+
+
+def write_legacy_file(
+    folder: Path, name: str, value: str, annotations: dict[str, str] | None = None
+) -> Path:
+    """Write a legacy object as the old release would have left it (tests, benchmarks)."""
+    path = Path(folder) / (name + LEGACY_SUFFIX)
+    previous = _load_object(path) if path.exists() else {}
+    document = {
+        "annotations": annotations if annotations is not None else previous.get("annotations", {}),
+        "data": {LEGACY_DATA_KEY: value},
+        "version": str(int(previous.get("version", "0")) + 1),
+    }
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, json.dumps(document, sort_keys=True).encode())
+    return path
+
+
+def _peek_header(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        line = handle.readline()
+    try:
+        header = json.loads(line)
+    except ValueError:
+        return {}
+    return header if isinstance(header, dict) else {}
+
+
+def _load_object(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_bytes())
+    except ValueError as error:
+        raise CheckpointError(f"{path} is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise CheckpointError(f"{path} is not a JSON object")
+    return document
+
+
+def _atomic_write(path: Path, content: bytes) -> None:
+    """Replace `path` with `content` so that a crash leaves either version, never a torn one."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)

@@ -1,0 +1,287 @@
+"""The `gzip-shards-v1` shard codec (SPEC §4): deterministic, bounded, fail-closed.
+
+Envelope (JSON, schemas/shard-envelope.schema.json), gzipped with a fixed header:
+
+    {"format": "gzip-shards-v1", "shard": "<shard key>", "rows": N, "groups": [
+        {"kind": "<row kind>", "base64": 0 | 1 | 2,
+         "ids": {"prefix": [...], "suffix": [...]}, "values": {"prefix": [...], "suffix": [...]}}]}
+
+Rows are grouped by row kind and sorted by value, then id; ids and values are separate
+columns (similar strings side by side compress better), each front-coded against the previous
+entry (`prefix` = characters shared with it, `suffix` = the rest). Ids that are canonical base64
+of printable text are stored decoded (group `base64`: 1 unpadded, 2 padded, 0 as is), so gzip
+sees the object names instead of their base64 noise. A row kind without ids is a group with the
+single id "".
+
+Measured against gzip of the sorted compact JSON map (scripts/bench/store.py): 0.56x on the
+old design's shape, 0.73x on UUID object names.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from checkpoint_runtime.constants import GZIP_LEVEL, MAX_DECODED_ENVELOPE, SHARD_FORMAT
+from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
+from checkpoint_runtime.keys import namespace_kind
+
+# gzip member header: magic, deflate, no flags, mtime 0, "max compression", OS unknown.
+# Written by hand so equal input gives equal bytes on every platform.
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+_PLAIN, _UNPADDED, _PADDED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class EncodedShard:
+    """What a shard write needs: the blob and the sizes its annotations and metrics report."""
+
+    shard: str
+    blob: bytes
+    raw_bytes: int
+    """Bytes of the envelope before gzip."""
+    rows: int
+
+    @property
+    def compressed_bytes(self) -> int:
+        return len(self.blob)
+
+
+def gzip_fixed(data: bytes) -> bytes:
+    """gzip with a fixed header: deterministic for equal input."""
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, 9)
+    body = compressor.compress(data) + compressor.flush()
+    trailer = struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+    return _GZIP_HEADER + body + trailer
+
+
+def gunzip_bounded(blob: bytes, limit: int, shard: str) -> bytes:
+    """Decompress one gzip member, refusing more than `limit` bytes of output (gzip bombs)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(blob, limit + 1)
+    except zlib.error as error:
+        raise CorruptShardError(shard, f"bad gzip data: {error}") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise CorruptShardError(shard, f"decoded envelope exceeds {limit} bytes")
+    if not inflater.eof:
+        raise CorruptShardError(shard, "truncated gzip data")
+    if inflater.unused_data:
+        raise CorruptShardError(shard, "trailing bytes after the gzip member")
+    return out
+
+
+def _shared_prefix(previous: str, current: str) -> int:
+    """Length of the common prefix, by binary search over C-speed slice comparisons."""
+    low, high = 0, min(len(previous), len(current))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if previous[:middle] == current[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _front_code(strings: list[str]) -> dict[str, list[Any]]:
+    prefixes: list[int] = []
+    suffixes: list[str] = []
+    previous = ""
+    for current in strings:
+        shared = _shared_prefix(previous, current)
+        prefixes.append(shared)
+        suffixes.append(current[shared:])
+        previous = current
+    return {"prefix": prefixes, "suffix": suffixes}
+
+
+def _printable_base64(row_id: str) -> tuple[str, int] | None:
+    """The text `row_id` is canonical base64 of, and how it was padded, if it round-trips."""
+    try:
+        raw = base64.b64decode(row_id + "=" * (-len(row_id) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    if not text.isprintable():
+        return None
+    encoded = base64.b64encode(raw).decode("ascii")
+    if encoded == row_id:
+        return text, _PADDED
+    if encoded.rstrip("=") == row_id:
+        return text, _UNPADDED
+    return None
+
+
+def _group_rows(shard: str, rows: Mapping[str, str]) -> dict[tuple[str, int], list[list[str]]]:
+    """Rows by (row kind, id encoding) -> [[id, value], ...]; ids stored decoded when base64."""
+    head = shard + "/"
+    groups: dict[tuple[str, int], list[list[str]]] = {}
+    for key, value in rows.items():
+        if not key.startswith(head):
+            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
+        row_kind, _, row_id = key[len(head) :].partition("/")
+        encoding = _PLAIN
+        if row_id:
+            decoded = _printable_base64(row_id)
+            if decoded is not None:
+                row_id, encoding = decoded
+        groups.setdefault((row_kind, encoding), []).append([row_id, value])
+    return groups
+
+
+def _by_value_then_id(entry: list[str]) -> tuple[str, str]:
+    # Value order puts timestamps of one feed side by side: front coding then removes their
+    # shared date and hour (measured: better than id order on UUID names, equal on sequential).
+    return entry[1], entry[0]
+
+
+def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
+    """The envelope JSON of `rows` (every key must lie in `shard`)."""
+    raw_size = sum(map(len, rows)) + sum(map(len, rows.values()))
+    if raw_size > MAX_DECODED_ENVELOPE:
+        raise OversizeError(shard, raw_size, MAX_DECODED_ENVELOPE, len(rows))
+    groups = []
+    for (row_kind, encoding), entries in sorted(_group_rows(shard, rows).items()):
+        entries.sort(key=_by_value_then_id)
+        groups.append(
+            {
+                "kind": row_kind,
+                "base64": encoding,
+                "ids": _front_code([entry[0] for entry in entries]),
+                "values": _front_code([entry[1] for entry in entries]),
+            }
+        )
+    envelope = {"format": SHARD_FORMAT, "shard": shard, "rows": len(rows), "groups": groups}
+    text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if len(text) > MAX_DECODED_ENVELOPE:
+        raise OversizeError(shard, len(text), MAX_DECODED_ENVELOPE, len(rows))
+    return text
+
+
+def encode_shard(shard: str, rows: Mapping[str, str]) -> EncodedShard:
+    """Encode a shard's rows into the stored blob."""
+    envelope = encode_envelope(shard, rows)
+    return EncodedShard(shard, gzip_fixed(envelope), len(envelope), len(rows))
+
+
+def _only(items: list[Any], kind: type) -> bool:
+    return set(map(type, items)) <= {kind}
+
+
+def _front_decode(shard: str, column: Any, name: str, budget: int) -> list[str]:
+    """Undo front coding; every check is a bulk (C-speed) operation over the whole column."""
+    if not isinstance(column, dict) or set(column) != {"prefix", "suffix"}:
+        raise CorruptShardError(shard, f"{name} must hold exactly prefix and suffix")
+    prefixes, suffixes = column["prefix"], column["suffix"]
+    if not (isinstance(prefixes, list) and isinstance(suffixes, list)):
+        raise CorruptShardError(shard, f"{name}: prefix and suffix must be lists")
+    if len(prefixes) != len(suffixes) or not prefixes:
+        raise CorruptShardError(shard, f"{name}: prefix and suffix differ in length or are empty")
+    if not (_only(prefixes, int) and _only(suffixes, str)):
+        raise CorruptShardError(shard, f"{name}: prefix must be integers, suffix strings")
+    if min(prefixes) < 0:
+        raise CorruptShardError(shard, f"{name}: negative prefix length")
+    expected = sum(prefixes) + sum(map(len, suffixes))
+    if expected > budget:
+        raise CorruptShardError(shard, f"{name} expands beyond {MAX_DECODED_ENVELOPE} characters")
+    strings: list[str] = []
+    append = strings.append
+    previous = ""
+    for prefix, suffix in zip(prefixes, suffixes, strict=True):
+        previous = previous[:prefix] + suffix
+        append(previous)
+    # Equal totals iff no prefix ran past the previous entry (slicing would have clipped it).
+    if sum(map(len, strings)) != expected:
+        raise CorruptShardError(shard, f"{name}: a prefix is longer than the previous entry")
+    return strings
+
+
+def _encode_ids(ids: list[str], encoding: int) -> list[str]:
+    """Re-encode decoded ids to base64 in bulk: one C call per id, joins and splits in C."""
+    if encoding == _PLAIN:
+        return ids
+    lines = b"".join(map(binascii.b2a_base64, map(str.encode, ids))).decode("ascii")
+    if encoding == _UNPADDED:
+        lines = lines.replace("=", "")
+    return lines.split("\n")[:-1]
+
+
+def _decode_group(
+    shard: str, row_kinds: Mapping[str, bool], group: Any, budget: int
+) -> tuple[list[str], list[str]]:
+    if not isinstance(group, dict) or set(group) != {"kind", "base64", "ids", "values"}:
+        raise CorruptShardError(shard, "a group must hold exactly kind, base64, ids, values")
+    row_kind, encoding = group["kind"], group["base64"]
+    where = f"group {row_kind!r}"
+    if not isinstance(row_kind, str) or row_kind not in row_kinds:
+        raise CorruptShardError(
+            shard, f"{where}: not a row kind of this shard ({', '.join(sorted(row_kinds))})"
+        )
+    if type(encoding) is not int or encoding not in (_PLAIN, _UNPADDED, _PADDED):
+        raise CorruptShardError(shard, f"{where}: base64 must be 0, 1 or 2")
+    ids = _front_decode(shard, group["ids"], f"{where} ids", budget)
+    values = _front_decode(shard, group["values"], f"{where} values", budget)
+    if len(ids) != len(values):
+        raise CorruptShardError(shard, f"{where}: ids and values differ in length")
+    head = f"{shard}/{row_kind}"
+    if not row_kinds[row_kind]:
+        if ids != [""] or encoding != _PLAIN:
+            raise CorruptShardError(shard, f"{where}: row kind takes no id, so one plain row")
+        return [head], values
+    if not all(ids):
+        raise CorruptShardError(shard, f"{where}: an id is empty")
+    return list(map((head + "/").__add__, _encode_ids(ids, encoding))), values
+
+
+def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
+    """Rows of an envelope, or a named error; the envelope must be for `shard`."""
+    try:
+        envelope = json.loads(envelope_bytes)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CorruptShardError(shard, f"envelope is not JSON: {error}") from None
+    if not isinstance(envelope, dict):
+        raise CorruptShardError(shard, "envelope is not a JSON object")
+    if envelope.get("format") != SHARD_FORMAT:
+        raise CorruptShardError(shard, f"unknown format {envelope.get('format')!r}")
+    if envelope.get("shard") != shard:
+        raise CorruptShardError(shard, f"envelope names shard {envelope.get('shard')!r}")
+    if set(envelope) != {"format", "shard", "rows", "groups"}:
+        raise CorruptShardError(shard, f"envelope fields {sorted(envelope)} are not the v1 set")
+    rows, groups = envelope["rows"], envelope["groups"]
+    if type(rows) is not int or rows < 0 or not isinstance(groups, list):
+        raise CorruptShardError(shard, "rows must be a count and groups a list")
+    try:
+        row_kinds = namespace_kind(shard).row_kinds
+    except KeyGrammarError as error:
+        raise CorruptShardError(shard, f"not a valid shard key: {error.reason}") from None
+    decoded: dict[str, str] = {}
+    budget = MAX_DECODED_ENVELOPE
+    for group in groups:
+        keys, values = _decode_group(shard, row_kinds, group, budget)
+        budget -= sum(map(len, keys)) + sum(map(len, values))
+        decoded.update(zip(keys, values, strict=True))
+    if len(decoded) != rows:
+        raise CorruptShardError(shard, f"envelope says {rows} rows, holds {len(decoded)} distinct")
+    return decoded
+
+
+def decode_shard(shard: str, blob: bytes) -> dict[str, str]:
+    """Rows of a stored shard blob, bounded and fail-closed."""
+    return decode_envelope(shard, gunzip_bounded(blob, MAX_DECODED_ENVELOPE, shard))
+
+
+def baseline_encode(rows: Mapping[str, str]) -> bytes:
+    """What the old design and Helm do: gzip of the sorted compact JSON map (for comparisons)."""
+    text = json.dumps(dict(sorted(rows.items())), separators=(",", ":"))
+    return gzip_fixed(text.encode("utf-8"))
+
+
+def baseline_decode(blob: bytes) -> dict[str, str]:
+    rows: dict[str, str] = json.loads(gunzip_bounded(blob, MAX_DECODED_ENVELOPE, "<baseline>"))
+    return rows

@@ -1,0 +1,134 @@
+"""Distinct, exported error types of the checkpoint store (SPEC §2, §12).
+
+Callers branch on the type, never on a message: a conflict means "someone else wrote, stop",
+write-uncertain means "restart from the API state", oversize means "change a knob".
+"""
+
+from __future__ import annotations
+
+
+class CheckpointError(Exception):
+    """Base of every error the store raises on purpose."""
+
+
+class ConfigError(CheckpointError):
+    """The runtime configuration is invalid; `path` names the key (e.g. collectors[0].feed)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path or '<root>'}: {message}")
+        self.path = path
+        self.message = message
+
+
+class KeyGrammarError(CheckpointError):
+    """A key fits no collector grammar of SPEC §3; it is rejected, never guessed."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"key {key!r} fits no checkpoint key grammar: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class DeadlineExceeded(CheckpointError):
+    """The one shared deadline of an open, batch, persist or flush ran out."""
+
+
+class ConflictError(CheckpointError):
+    """The shard changed under us (409 Conflict or AlreadyExists); nothing was written."""
+
+    def __init__(self, shard: str, detail: str) -> None:
+        super().__init__(f"shard {shard!r}: conflict: {detail}")
+        self.shard = shard
+        self.detail = detail
+
+
+class EpochFencedError(ConflictError):
+    """The shard is stamped with a newer leadership epoch than ours: we were deposed (§7)."""
+
+    def __init__(self, shard: str, ours: int, stored: int, stored_writer: str) -> None:
+        super().__init__(
+            shard,
+            f"stamped with epoch {stored} by {stored_writer!r}, newer than our epoch {ours}",
+        )
+        self.ours = ours
+        self.stored = stored
+        self.stored_writer = stored_writer
+
+
+class WriteUncertainError(CheckpointError):
+    """A write may or may not have committed, and reading it back did not tell in time."""
+
+    def __init__(self, shard: str, detail: str) -> None:
+        super().__init__(f"shard {shard!r}: write outcome unknown: {detail}")
+        self.shard = shard
+        self.detail = detail
+
+
+class OversizeError(CheckpointError):
+    """An encoded shard exceeds what the API server admits; nothing was written or dropped (§6)."""
+
+    def __init__(self, shard: str, size: int, limit: int, rows: int) -> None:
+        super().__init__(
+            f"shard {shard!r} encodes to {size} bytes, over the limit of {limit} bytes "
+            f"({rows} rows); nothing was written and no row was dropped"
+        )
+        self.shard = shard
+        self.size = size
+        self.limit = limit
+        self.rows = rows
+
+
+class CorruptShardError(CheckpointError):
+    """A stored shard cannot be decoded or violates the format's invariants (§4); fail closed."""
+
+    def __init__(self, shard: str, reason: str) -> None:
+        super().__init__(f"shard {shard!r} is corrupt: {reason}")
+        self.shard = shard
+        self.reason = reason
+
+
+class ForeignShardError(CorruptShardError):
+    """An object looks like one of our shards but its labels, name or annotations disagree (§5)."""
+
+
+class LegacyFormatError(CheckpointError):
+    """The legacy single-ConfigMap value is not a JSON object of string values (§8, §12)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"legacy checkpoint {name!r} is malformed: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+class LegacyConflictError(CheckpointError):
+    """The legacy value differs from the one the shards were migrated from; open refuses (§8)."""
+
+    def __init__(
+        self, legacy_name: str, legacy_digest: str, shards_digest: str, detail: str
+    ) -> None:
+        super().__init__(
+            f"legacy checkpoint {legacy_name!r} now has digest {legacy_digest}, but the shards "
+            f"record {shards_digest}: {detail}. Nothing was written; resolve it with "
+            "`checkpoint-runtime migrate --from-legacy` (legacy wins) or `--keep-shards` "
+            "(shards win)"
+        )
+        self.legacy_name = legacy_name
+        self.legacy_digest = legacy_digest
+        self.shards_digest = shards_digest
+        self.detail = detail
+
+
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "ConflictError",
+    "CorruptShardError",
+    "DeadlineExceeded",
+    "EpochFencedError",
+    "ForeignShardError",
+    "KeyGrammarError",
+    "LegacyConflictError",
+    "LegacyFormatError",
+    "OversizeError",
+    "WriteUncertainError",
+]

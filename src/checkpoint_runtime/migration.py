@@ -1,0 +1,127 @@
+"""Migration from the old release's single ConfigMap (SPEC §8).
+
+Order matters: every shard is written (each recording the legacy digest) and only when all are
+durable is the legacy object annotated; its data is never changed, so the old release can still
+open it after a rollback. An interrupted migration leaves the legacy object unmarked and resumes
+on the next open, skipping shards that already carry the same digest. A legacy value that differs
+from the one the shards came from is refused, with both digests named, until an operator
+resolves it (`checkpoint-runtime migrate`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import LegacyConflictError
+from checkpoint_runtime.keys import shard_key
+from checkpoint_runtime.legacy import LegacyState, decode_legacy
+from checkpoint_runtime.store import Store
+
+
+@dataclass(frozen=True)
+class LegacyStatus:
+    """What `migrate --status` reports."""
+
+    name: str
+    digest: str
+    migrated_digest: str | None
+    rows: int
+    shards_from_legacy: dict[str, str | None]
+    """Shard key -> the legacy digest it records (None: not written by a migration)."""
+
+    @property
+    def state(self) -> str:
+        if self.migrated_digest == self.digest:
+            return "migrated"
+        if self.migrated_digest is not None:
+            return "legacy-changed-after-migration"
+        if any(d not in (None, self.digest) for d in self.shards_from_legacy.values()):
+            return "legacy-changed-after-migration"
+        if any(d is None for d in self.shards_from_legacy.values()):
+            return "shards-not-from-legacy"
+        return "pending" if not self.shards_from_legacy else "interrupted"
+
+
+def legacy_shards(legacy: LegacyState) -> dict[str, dict[str, str]]:
+    """Legacy rows by shard; a key that fits no grammar raises before anything is written."""
+    grouped: dict[str, dict[str, str]] = defaultdict(dict)
+    for key, value in decode_legacy(legacy.name, legacy.value).items():
+        grouped[shard_key(key)][key] = value
+    return dict(grouped)
+
+
+def status(store: Store, legacy: LegacyState) -> LegacyStatus:
+    states = store.shard_states()
+    return LegacyStatus(
+        name=legacy.name,
+        digest=legacy.digest,
+        migrated_digest=legacy.migrated_digest,
+        rows=sum(len(rows) for rows in legacy_shards(legacy).values()),
+        shards_from_legacy={
+            key: state.legacy_digest for key, state in states.items() if state.version is not None
+        },
+    )
+
+
+def migrate_on_open(store: Store, deadline: Deadline) -> None:
+    """Migrate, resume or refuse, as SPEC §8 requires; called by Store.open after loading."""
+    legacy = store.backend.read_legacy(deadline)
+    if legacy is None:
+        return
+    digest = legacy.digest
+    if legacy.migrated_digest is not None:
+        if legacy.migrated_digest != digest:
+            raise LegacyConflictError(
+                legacy.name,
+                digest,
+                legacy.migrated_digest,
+                "the legacy value changed after migration (did an old release run again?)",
+            )
+        return
+    grouped = legacy_shards(legacy)
+    stored = {k: s for k, s in store.shard_states().items() if s.version is not None}
+    for key, state in sorted(stored.items()):
+        if state.legacy_digest != digest:
+            raise LegacyConflictError(
+                legacy.name,
+                digest,
+                state.legacy_digest or "none",
+                f"shard {key!r} exists but was not migrated from this legacy value",
+            )
+    pending = sorted(set(grouped) - set(stored))
+    for key in pending:
+        store.install(key, grouped[key], digest)
+    store.persist_shards(pending, deadline)
+    store.backend.mark_legacy(legacy, digest, deadline)
+
+
+def resolve_from_legacy(store: Store, deadline: Deadline) -> LegacyState:
+    """Operator choice "legacy wins": rewrite every shard from the current legacy value.
+
+    Shards the legacy value does not mention are emptied (the Role has no delete), then the
+    legacy object is marked with its current digest.
+    """
+    legacy = _require_legacy(store, deadline)
+    grouped = legacy_shards(legacy)
+    keys = sorted(set(grouped) | set(store.shard_states()))
+    for key in keys:
+        store.install(key, grouped.get(key, {}), legacy.digest)
+    store.persist_shards(keys, deadline)
+    store.backend.mark_legacy(legacy, legacy.digest, deadline)
+    return legacy
+
+
+def resolve_keep_shards(store: Store, deadline: Deadline) -> LegacyState:
+    """Operator choice "shards win": accept the legacy value's change as superseded."""
+    legacy = _require_legacy(store, deadline)
+    store.backend.mark_legacy(legacy, legacy.digest, deadline)
+    return legacy
+
+
+def _require_legacy(store: Store, deadline: Deadline) -> LegacyState:
+    legacy = store.backend.read_legacy(deadline)
+    if legacy is None:
+        raise LookupError(f"no legacy checkpoint found for {store.backend.describe()}")
+    return legacy

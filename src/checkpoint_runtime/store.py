@@ -1,0 +1,387 @@
+"""The checkpoint store (SPEC §2): an in-memory map persisted as one shard per collector.
+
+Reads and writes are in memory and mark the owning shard dirty. Persistence (a synchronous
+batch, the debounced persist, flush) attempts every dirty shard under one shared deadline,
+collects failures into one ExceptionGroup and keeps only the failed shards dirty, so a conflict
+in one collector's shard never blocks another's. Each shard write is atomic and guarded by the
+shard's version (resourceVersion) and leadership stamp (§7).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from checkpoint_runtime import codec
+from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard
+from checkpoint_runtime.constants import (
+    ANNOTATION_COMPRESSED_BYTES,
+    ANNOTATION_FORMAT,
+    ANNOTATION_LEASE,
+    ANNOTATION_LEGACY_DIGEST,
+    ANNOTATION_RAW_BYTES,
+    ANNOTATION_ROWS,
+    ANNOTATION_SHARD_KEY,
+    ANNOTATION_WRITE_ID,
+    CONFIGMAP_VALUE_LIMIT,
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_DEBOUNCE_SECONDS,
+    SHARD_FORMAT,
+)
+from checkpoint_runtime.coordination import Stamp, check_not_fenced
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import (
+    ConflictError,
+    CorruptShardError,
+    OversizeError,
+    WriteUncertainError,
+)
+from checkpoint_runtime.keys import shard_key
+from checkpoint_runtime.metrics import StoreMetrics
+
+
+@dataclass
+class ShardState:
+    """One shard in memory, with what is known of its stored copy."""
+
+    key: str
+    rows: dict[str, str] = field(default_factory=dict)
+    version: str | None = None
+    """Version of the stored copy we last saw; None if it does not exist yet."""
+    stamp: Stamp = field(default_factory=lambda: Stamp(0, ""))
+    legacy_digest: str | None = None
+    generation: int = 0
+    persisted_generation: int = 0
+    dirty_since: float | None = None
+    raw_bytes: int = 0
+    compressed_bytes: int = 0
+
+    @property
+    def dirty(self) -> bool:
+        return self.generation != self.persisted_generation
+
+
+def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
+    value = annotations.get(key, "0")
+    return int(value) if value.isdigit() else 0
+
+
+class Store:
+    """The collectors' checkpoint map over one backend; thread-safe."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        writer: str,
+        epoch: int = 0,
+        deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
+        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
+        metrics: StoreMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.stamp = Stamp(epoch, writer)
+        self.deadline_seconds = deadline_seconds
+        self.debounce_seconds = debounce_seconds
+        self.metrics = metrics if metrics is not None else StoreMetrics()
+        self._clock = clock
+        self._shards: dict[str, ShardState] = {}
+        self._lock = threading.RLock()
+        self._persist_lock = threading.Lock()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        backend: Backend,
+        *,
+        writer: str,
+        epoch: int = 0,
+        deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
+        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
+        metrics: StoreMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        migrate: bool = True,
+    ) -> Store:
+        """Load every shard (fail closed, no write on any error), then migrate legacy state.
+
+        One deadline covers discovery, decoding and migration.
+        """
+        store = cls(
+            backend,
+            writer=writer,
+            epoch=epoch,
+            deadline_seconds=deadline_seconds,
+            debounce_seconds=debounce_seconds,
+            metrics=metrics,
+            clock=clock,
+        )
+        deadline = store.new_deadline()
+        store.load(deadline)
+        if migrate:
+            from checkpoint_runtime.migration import migrate_on_open
+
+            migrate_on_open(store, deadline)
+        return store
+
+    def new_deadline(self) -> Deadline:
+        return Deadline(self.deadline_seconds, self._clock)
+
+    def load(self, deadline: Deadline) -> None:
+        """Replace memory with the stored shards; raises before changing anything."""
+        loaded = {
+            stored.shard: self._decode(stored) for stored in self.backend.list_shards(deadline)
+        }
+        with self._lock:
+            self._shards = loaded
+            for state in loaded.values():
+                self._observe(state)
+            self.metrics.shards.set(len(loaded))
+
+    def _decode(self, stored: StoredShard) -> ShardState:
+        rows = codec.decode_shard(stored.shard, stored.blob)
+        annotations = stored.annotations
+        if annotations.get(ANNOTATION_SHARD_KEY) != stored.shard:
+            raise CorruptShardError(stored.shard, "shard-key annotation disagrees with the object")
+        return ShardState(
+            key=stored.shard,
+            rows=rows,
+            version=stored.version,
+            stamp=Stamp.from_annotations(stored.shard, annotations),
+            legacy_digest=annotations.get(ANNOTATION_LEGACY_DIGEST),
+            raw_bytes=_int_annotation(annotations, ANNOTATION_RAW_BYTES),
+            compressed_bytes=len(stored.blob),
+        )
+
+    # -- the collectors' interface ------------------------------------------------------
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            state = self._shards.get(shard_key(key))
+            return None if state is None else state.rows.get(key)
+
+    def items(self, prefix: str = "") -> list[tuple[str, str]]:
+        """Rows whose key starts with `prefix`, sorted by key."""
+        with self._lock:
+            found = [
+                (key, value)
+                for shard, state in self._shards.items()
+                if prefix.startswith(shard + "/") or (shard + "/").startswith(prefix)
+                for key, value in state.rows.items()
+                if key.startswith(prefix)
+            ]
+        return sorted(found)
+
+    def set(self, key: str, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"checkpoint values are strings, got {type(value).__name__}")
+        self._apply({key: value})
+
+    def delete(self, key: str) -> None:
+        self._apply({key: None})
+
+    def batch(self, changes: Mapping[str, str | None]) -> None:
+        """Apply `changes` (None deletes) and persist every touched shard before returning.
+
+        All keys are checked before anything changes. The changes of one collector land in one
+        shard write; on failure they stay in memory and dirty, and an ExceptionGroup is raised.
+        """
+        touched = self._apply(changes)
+        self._persist(touched, self.new_deadline())
+
+    def _apply(self, changes: Mapping[str, str | None]) -> list[str]:
+        owners = {key: shard_key(key) for key in changes}
+        for key, value in changes.items():
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"value of {key!r} is {type(value).__name__}, not a string")
+        now = self._clock()
+        with self._lock:
+            for key, value in changes.items():
+                state = self._shards.get(owners[key])
+                if state is None:
+                    state = self._shards[owners[key]] = ShardState(owners[key])
+                if value is None:
+                    if state.rows.pop(key, None) is None:
+                        continue
+                elif state.rows.get(key) == value:
+                    continue
+                else:
+                    state.rows[key] = value
+                self._mark_dirty(state, now)
+            self.metrics.shards.set(len(self._shards))
+        return sorted(frozenset(owners.values()))
+
+    def _mark_dirty(self, state: ShardState, now: float) -> None:
+        if not state.dirty:
+            state.dirty_since = now
+        state.generation += 1
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def dirty_shards(self) -> list[str]:
+        with self._lock:
+            return sorted(key for key, state in self._shards.items() if state.dirty)
+
+    def persist_due(self) -> bool:
+        """Persist all dirty shards once the oldest change is `debounce_seconds` old.
+
+        Called by the runtime's loop (or Debouncer); returns whether it persisted. Coalesces
+        every change made within the window into one write per shard.
+        """
+        with self._lock:
+            since = [s.dirty_since for s in self._shards.values() if s.dirty and s.dirty_since]
+        if not since or self._clock() - min(since) < self.debounce_seconds:
+            return False
+        self._persist(self.dirty_shards(), self.new_deadline())
+        return True
+
+    def flush(self) -> None:
+        """Persist every dirty shard now (shutdown)."""
+        self._persist(self.dirty_shards(), self.new_deadline())
+
+    def take_ownership(self) -> None:
+        """Restamp every stored shard with our epoch before collectors run (§7).
+
+        Afterwards a deposed leader's write conflicts on resourceVersion, and a deposed leader
+        that re-reads sees the newer epoch and refuses.
+        """
+        now = self._clock()
+        with self._lock:
+            for state in self._shards.values():
+                if state.version is not None and state.stamp != self.stamp:
+                    check_not_fenced(state.key, self.stamp, state.stamp)
+                    self._mark_dirty(state, now)
+        self.flush()
+
+    def _persist(self, keys: Iterable[str], deadline: Deadline) -> None:
+        with self._persist_lock:
+            started = time.perf_counter()
+            errors: list[Exception] = []
+            for key in sorted(keys):
+                try:
+                    self._persist_one(key, deadline)
+                except Exception as error:  # every shard is attempted; failures are collected
+                    errors.append(error)
+            self.metrics.persist_seconds.observe(time.perf_counter() - started)
+        if errors:
+            raise ExceptionGroup(f"{len(errors)} shard(s) failed to persist", errors)
+
+    def _persist_one(self, key: str, deadline: Deadline) -> None:
+        with self._lock:
+            state = self._shards[key]
+            if not state.dirty:
+                return
+            generation = state.generation
+            rows = dict(state.rows)
+            version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
+        check_not_fenced(key, self.stamp, stored_stamp)
+        encoded = codec.encode_shard(key, rows)
+        if encoded.compressed_bytes > CONFIGMAP_VALUE_LIMIT:
+            self.metrics.oversize_rejections.labels(key).inc()
+            raise OversizeError(key, encoded.compressed_bytes, CONFIGMAP_VALUE_LIMIT, len(rows))
+        write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest))
+        deadline.check(f"writing shard {key!r}")
+        try:
+            if version is None:
+                result = self.backend.create_shard(write, deadline)
+            else:
+                result = self.backend.update_shard(write, version, deadline)
+        except ConflictError:
+            self.metrics.conflicts.labels(key).inc()
+            raise
+        except WriteUncertainError:
+            self.metrics.uncertain_writes.labels(key).inc()
+            raise
+        except OversizeError:
+            self.metrics.oversize_rejections.labels(key).inc()
+            raise
+        if result.resolved_uncertain:
+            self.metrics.uncertain_writes.labels(key).inc()
+        self.metrics.writes.labels(key).inc()
+        with self._lock:
+            state.version = result.version
+            state.stamp = self.stamp
+            state.persisted_generation = max(state.persisted_generation, generation)
+            state.raw_bytes, state.compressed_bytes = encoded.raw_bytes, encoded.compressed_bytes
+            if not state.dirty:
+                state.dirty_since = None
+            self._observe(state)
+
+    def _annotations(self, encoded: codec.EncodedShard, digest: str | None) -> dict[str, str]:
+        annotations = {
+            ANNOTATION_SHARD_KEY: encoded.shard,
+            ANNOTATION_FORMAT: SHARD_FORMAT,
+            ANNOTATION_LEASE: self.backend.lease_name,
+            ANNOTATION_RAW_BYTES: str(encoded.raw_bytes),
+            ANNOTATION_COMPRESSED_BYTES: str(encoded.compressed_bytes),
+            ANNOTATION_ROWS: str(encoded.rows),
+            ANNOTATION_WRITE_ID: uuid.uuid4().hex,
+            **self.stamp.annotations(),
+        }
+        if digest is not None:
+            annotations[ANNOTATION_LEGACY_DIGEST] = digest
+        return annotations
+
+    def _observe(self, state: ShardState) -> None:
+        self.metrics.observe_shard(
+            state.key, state.raw_bytes, state.compressed_bytes, len(state.rows)
+        )
+
+    # -- introspection and migration support ----------------------------------------------
+
+    def shard_states(self) -> dict[str, ShardState]:
+        """A snapshot of every shard (copies; for inspect, migration and tests)."""
+        with self._lock:
+            return {
+                key: ShardState(**{**state.__dict__, "rows": dict(state.rows)})
+                for key, state in self._shards.items()
+            }
+
+    def install(self, key: str, rows: Mapping[str, str], legacy_digest: str | None) -> None:
+        """Replace a shard's rows wholesale (migration) and mark it dirty."""
+        for row in rows:
+            if shard_key(row) != key:
+                raise CorruptShardError(key, f"row {row!r} belongs to shard {shard_key(row)!r}")
+        with self._lock:
+            state = self._shards.setdefault(key, ShardState(key))
+            state.rows = dict(rows)
+            state.legacy_digest = legacy_digest
+            self._mark_dirty(state, self._clock())
+            self.metrics.shards.set(len(self._shards))
+
+    def persist_shards(self, keys: Iterable[str], deadline: Deadline) -> None:
+        """Persist the given shards under `deadline` (migration's writes)."""
+        self._persist(keys, deadline)
+
+
+class Debouncer:
+    """A background thread calling `persist_due`; errors go to `on_error` (the runtime decides)."""
+
+    def __init__(
+        self, store: Store, on_error: Callable[[BaseException], None], interval: float | None = None
+    ) -> None:
+        self.store = store
+        self.on_error = on_error
+        self.interval = interval if interval is not None else max(store.debounce_seconds / 4, 0.05)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="checkpoint-debouncer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.store.persist_due()
+            except BaseException as error:  # handed to the runtime, which ends its lifecycle
+                self.on_error(error)

@@ -1,0 +1,323 @@
+"""Pure logic of the Lease state machine: a fake clock and an in-memory Lease with resourceVersions.
+
+The real API server tests (test_election_apiserver.py) cover the wire; these pin client-go's
+rules step by step, where waiting for real expiry would take seconds per case.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.leaderelection import (
+    ElectionTimings,
+    LeaderElector,
+    LeaseRecord,
+    wire_time,
+)
+
+
+@dataclass
+class FakeClock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall(self) -> datetime:
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.now)
+
+
+class Conflict(Exception):
+    pass
+
+
+@dataclass
+class FakeLeaseServer:
+    """One Lease with optimistic concurrency: a stale resourceVersion is refused (409)."""
+
+    record: LeaseRecord | None = None
+    version: int = 0
+    writes: list[tuple[str, LeaseRecord]] = field(default_factory=list)
+    fail_next: int = 0
+
+    def check_fault(self) -> None:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise ConnectionResetError("injected")
+
+
+@dataclass
+class FakeLock:
+    server: FakeLeaseServer
+    identity: str
+    seen_version: int | None = None
+    after_get: Callable[[], None] | None = None
+
+    def describe(self) -> str:
+        return "fake/lease"
+
+    def get(self, timeout: float) -> LeaseRecord | None:
+        self.server.check_fault()
+        self.seen_version = self.server.version if self.server.record else None
+        record = self.server.record
+        if self.after_get is not None:
+            hook, self.after_get = self.after_get, None
+            hook()
+        return record
+
+    def create(self, record: LeaseRecord, timeout: float) -> None:
+        self.server.check_fault()
+        if self.server.record is not None:
+            raise Conflict("AlreadyExists")
+        self._store(record)
+
+    def update(self, record: LeaseRecord, timeout: float) -> None:
+        self.server.check_fault()
+        if self.seen_version != self.server.version:
+            raise Conflict("Conflict")
+        self._store(record)
+
+    def _store(self, record: LeaseRecord) -> None:
+        self.server.version += 1
+        self.server.record = record
+        self.server.writes.append((self.identity, record))
+        self.seen_version = self.server.version
+
+
+TIMINGS = ElectionTimings(lease_duration=15, renew_deadline=10, retry_period=2)
+
+
+def elector(server: FakeLeaseServer, identity: str, clock: FakeClock) -> LeaderElector:
+    return LeaderElector(FakeLock(server, identity), TIMINGS, clock=clock, wall_clock=clock.wall)
+
+
+def test_defaults_are_client_go_defaults() -> None:
+    timings = ElectionTimings()
+    assert (timings.lease_duration, timings.renew_deadline, timings.retry_period) == (15, 10, 2)
+
+
+@pytest.mark.parametrize(
+    ("lease", "renew", "retry", "knob"),
+    [
+        (10, 10, 2, "renewDeadlineSeconds"),  # lease must exceed renew deadline
+        (15, 2.4, 2, "renewDeadlineSeconds"),  # renew deadline must exceed 1.2 x retry
+        (15, 10, 0, "retryPeriodSeconds"),
+        (0.5, 0.2, 0.1, "leaseDurationSeconds"),
+        (15.5, 10, 2, "leaseDurationSeconds"),  # the Lease stores whole seconds
+    ],
+)
+def test_invalid_timings_are_rejected_with_the_knob(
+    lease: float, renew: float, retry: float, knob: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        ElectionTimings(lease, renew, retry)
+    assert raised.value.path == f"leaderElection.{knob}"
+
+
+def test_absent_lease_is_created_with_epoch_zero() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    assert a.is_leader()
+    assert a.epoch == 0
+    assert server.record is not None
+    assert server.record.holder_identity == "a"
+    assert server.record.lease_duration_seconds == 15
+
+
+def test_a_held_lease_is_not_taken_before_expiry_by_the_local_clock() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # b observes the record now
+    clock.now += 14.9
+    assert not b.try_acquire_or_renew()  # unchanged record, observed 14.9 s ago: still valid
+    assert not b.is_leader()
+    assert server.record is not None
+    assert server.record.holder_identity == "a"
+
+
+def test_expiry_counts_from_when_the_record_was_observed_not_its_renew_time() -> None:
+    """A renewTime far in the past (skewed writer clock) does not make a fresh record expired."""
+    clock, server = FakeClock(), FakeLeaseServer()
+    old = datetime(2000, 1, 1, tzinfo=UTC)
+    server.record = LeaseRecord("a", 15, old, old, 4)
+    server.version = 1
+    b = elector(server, "b", clock)
+    assert not b.try_acquire_or_renew()
+    clock.now += 15.0
+    assert b.try_acquire_or_renew()
+    assert b.epoch == 5
+
+
+def test_takeover_after_expiry_increments_transitions_and_sets_a_new_acquire_time() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    first = server.record
+    assert not b.try_acquire_or_renew()
+    clock.now += 15.1  # a stopped renewing
+    assert b.try_acquire_or_renew()
+    assert server.record is not None
+    assert first is not None
+    assert server.record.holder_identity == "b"
+    assert server.record.lease_transitions == first.lease_transitions + 1
+    assert server.record.acquire_time != first.acquire_time
+    assert b.epoch == 1
+
+
+def test_renewal_keeps_acquire_time_and_transitions() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    acquired = server.record
+    clock.now += 2
+    assert a.try_acquire_or_renew()
+    assert server.record is not None
+    assert acquired is not None
+    assert server.record.acquire_time == acquired.acquire_time
+    assert server.record.renew_time != acquired.renew_time
+    assert server.record.lease_transitions == acquired.lease_transitions
+
+
+def test_a_renewal_that_keeps_renewing_keeps_a_candidate_out() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    for _ in range(20):
+        clock.now += 2
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    assert server.record is not None
+    assert server.record.holder_identity == "a"
+
+
+def test_two_candidates_racing_for_an_expired_lease_only_one_wins() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b, c = (elector(server, name, clock) for name in "abc")
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert not c.try_acquire_or_renew()
+    clock.now += 16
+    # c reads the expired record, then b takes over before c writes: c's update carries a
+    # stale resourceVersion and must fail rather than overwrite b's term.
+    c_lock = c.lock
+    assert isinstance(c_lock, FakeLock)
+    won: list[bool] = []
+    c_lock.after_get = lambda: won.append(b.try_acquire_or_renew())
+    assert not c.try_acquire_or_renew()
+    assert won == [True]
+    assert server.record is not None
+    assert server.record.holder_identity == "b"
+    assert server.record.lease_transitions == 1
+    assert not c.is_leader()
+
+
+def test_a_stale_resource_version_is_a_failed_try_not_an_overwrite() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    # Someone else wrote in between (e.g. an operator edit): a's fast path conflicts, the
+    # slow path re-reads and renews on the new version without losing its term.
+    assert server.record is not None
+    server.record = replace(server.record, lease_duration_seconds=15)
+    server.version += 1
+    clock.now += 2
+    assert a.try_acquire_or_renew()
+    assert a.epoch == 0
+
+
+def test_leader_stops_leading_when_renewal_fails_for_the_renew_deadline() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    server.fail_next = 1000
+    clock.now += 9.9
+    assert not a.try_acquire_or_renew()
+    assert a.is_leader()  # still inside the renew deadline
+    clock.now += 0.1
+    assert not a.is_leader()
+    assert a.epoch is None
+
+
+def test_renew_loop_returns_false_at_the_deadline_without_waiting_for_lease_expiry() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    waits: list[float] = []
+
+    def fake_sleep(stop: threading.Event, seconds: float) -> bool:
+        waits.append(seconds)
+        clock.now += seconds
+        if len(waits) == 3:
+            server.fail_next = 1000  # the API goes away after two renewals
+        return stop.is_set()
+
+    a._sleep = fake_sleep
+    assert a.try_acquire_or_renew()
+    acquired_at = clock.now
+    assert a.renew(threading.Event()) is False
+    lost_after = clock.now - acquired_at
+    # Last success at +4 s (two renewals), so leadership ends 10 s later: at +14 s, < 15 s lease.
+    assert lost_after == pytest.approx(14.0)
+    assert not a.is_leader()
+
+
+def test_leader_seeing_another_holder_stops_at_once() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    assert server.record is not None
+    server.record = replace(server.record, holder_identity="intruder", lease_transitions=7)
+    server.version += 1
+    clock.now += 2
+    assert not a.try_acquire_or_renew()
+    assert not a.holds_lease()
+    assert not a.is_leader()
+
+
+def test_release_lets_a_candidate_take_over_immediately() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.release()
+    assert server.record is not None
+    assert server.record.holder_identity == ""
+    assert server.record.lease_duration_seconds == 1
+    assert server.record.lease_transitions == 0
+    assert not a.is_leader()
+    assert b.try_acquire_or_renew()  # no waiting: the holder is empty
+    assert b.epoch == 1
+
+
+def test_release_is_a_no_op_for_a_non_leader() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    writes = len(server.writes)
+    assert b.release()
+    assert len(server.writes) == writes
+
+
+def test_a_restarted_process_with_a_new_identity_waits_and_gets_a_new_epoch() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "pod-0_aaaa", clock)
+    assert a.try_acquire_or_renew()
+    again = elector(server, "pod-0_bbbb", clock)
+    assert not again.try_acquire_or_renew()
+    clock.now += 15
+    assert again.try_acquire_or_renew()
+    assert again.epoch == 1
+
+
+def test_wire_time_never_sends_a_zero_fraction() -> None:
+    whole = datetime(2026, 1, 1, 8, 0, 0, tzinfo=UTC)
+    assert wire_time(whole).microsecond == 1
+    assert wire_time(whole.replace(microsecond=7)) == whole.replace(microsecond=7)

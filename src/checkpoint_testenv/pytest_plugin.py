@@ -20,6 +20,7 @@ ChartInstaller = Callable[..., helm.Release]
 ProxyFactory = Callable[[], FaultProxy]
 
 _APISERVER_FIXTURES = {"control_plane", "namespace", "chart_install", "fault_proxy"}
+_STARTED = pytest.StashKey[list[ControlPlane]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,14 +30,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.apiserver)
 
 
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Report how long the control plane took to start, and every restart a test asked for."""
+    for plane in config.stash.get(_STARTED, []):
+        etcd = ", ".join(f"{seconds:.2f}" for seconds in plane.startup.etcd)
+        apiserver = ", ".join(f"{seconds:.2f}" for seconds in plane.startup.apiserver)
+        terminalreporter.write_line(
+            f"testenv: control plane up in {plane.startup_total:.2f} s "
+            f"(etcd ready [{etcd}] s, kube-apiserver ready [{apiserver}] s, restarts included)"
+        )
+
+
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def control_plane(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[ControlPlane]:
     """One real etcd + kube-apiserver for the whole session."""
     try:
         bin_dir = binaries.locate()
     except binaries.BinariesMissing as missing:
         pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
     plane = start_control_plane(bin_dir, tmp_path_factory.mktemp("controlplane"))
+    pytestconfig.stash.setdefault(_STARTED, []).append(plane)
     try:
         yield plane
     finally:

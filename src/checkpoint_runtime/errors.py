@@ -91,6 +91,15 @@ class ForeignShardError(CorruptShardError):
     """An object looks like one of our shards but its labels, name or annotations disagree (§5)."""
 
 
+class ApiRefusedError(CheckpointError):
+    """The API server gave a definitive answer the store cannot act on (403, 400, other 422)."""
+
+    def __init__(self, what: str, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{what}: API server answered {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+
+
 class LegacyFormatError(CheckpointError):
     """The legacy single-ConfigMap value is not a JSON object of string values (§8, §12)."""
 
@@ -119,6 +128,7 @@ class LegacyConflictError(CheckpointError):
 
 
 __all__ = [
+    "ApiRefusedError",
     "CheckpointError",
     "ConfigError",
     "ConflictError",

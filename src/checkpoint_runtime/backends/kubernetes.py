@@ -1,0 +1,350 @@
+"""One ConfigMap per shard in the coordination namespace (SPEC §5-§8).
+
+Rules this module enforces:
+- its own ApiClient from a copy of the given Configuration with urllib3 retries forced to 0,
+  because the default Retry(3) re-sends a PUT whose response was lost;
+- every update carries the last observed resourceVersion; create only for a missing shard;
+  409 Conflict and AlreadyExists are told apart by the Status body's `reason`;
+- uncertain outcomes (5xx, 429, transport errors after sending) are resolved by reading the
+  shard back and recognising our write id; an unchanged resourceVersion means nothing
+  committed and the identical write is sent again; if the deadline runs out first,
+  WriteUncertainError. 409, 422 and 413 are definitive and never retried;
+- every request's timeout is bounded by the operation's remaining deadline.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from checkpoint_runtime.constants import (
+    ANNOTATION_COMPRESSED_BYTES,
+    ANNOTATION_MIGRATED,
+    ANNOTATION_ROWS,
+    ANNOTATION_WRITE_ID,
+    CONFIGMAP_VALUE_LIMIT,
+    LEGACY_DATA_KEY,
+    SHARD_DATA_KEY,
+)
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import (
+    ApiRefusedError,
+    ConflictError,
+    CorruptShardError,
+    DeadlineExceeded,
+    LegacyFormatError,
+    OversizeError,
+    WriteUncertainError,
+)
+from checkpoint_runtime.legacy import LegacyState
+from checkpoint_runtime.naming import label_selector, shard_labels, shard_name
+
+from .base import ShardWrite, StoredShard, WriteResult, check_owned
+
+T = TypeVar("T")
+DEFAULT_REQUEST_TIMEOUT = 10.0
+LIST_PAGE = 50
+_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 1.0
+_TOO_LONG_MARKERS = ("Too long", "FieldValueTooLong", "must have at most")
+
+
+def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A client Configuration from a kubeconfig, else in-cluster (the pod's ServiceAccount)."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return configuration
+        except config.ConfigException:
+            pass
+    config.load_kube_config(  # type: ignore[no-untyped-call]
+        kubeconfig, context=context, client_configuration=configuration
+    )
+    return configuration
+
+
+def _status_reason(error: ApiException) -> str:
+    try:
+        body = json.loads(error.body or "{}")
+    except ValueError:
+        return ""
+    return str(body.get("reason") or "") if isinstance(body, dict) else ""
+
+
+def _status_message(error: ApiException) -> str:
+    try:
+        body = json.loads(error.body or "{}")
+    except ValueError:
+        return str(error.body or "")[:200]
+    return str(body.get("message") or "") if isinstance(body, dict) else ""
+
+
+def _is_uncertain(error: BaseException) -> bool:
+    """Could the request have been processed although we got no definitive answer?"""
+    if isinstance(error, urllib3.exceptions.HTTPError):
+        return True
+    if isinstance(error, ApiException):
+        status = int(error.status or 0)
+        return status == 0 or status == 429 or status >= 500
+    return False
+
+
+def _definitive_answer(error: BaseException) -> ApiException | None:
+    """The API's definitive answer carried by `error`, or None if the outcome is uncertain."""
+    if isinstance(error, ApiException) and not _is_uncertain(error):
+        return error
+    return None
+
+
+class KubernetesBackend:
+    """Shards of the store `lease_name` as ConfigMaps in `namespace`."""
+
+    def __init__(
+        self,
+        configuration: Any,
+        namespace: str,
+        lease_name: str,
+        legacy_name: str | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        own = copy.deepcopy(configuration)
+        own.retries = 0  # never let urllib3 re-send a PUT (KUBERNETES_FACTS: silent retries)
+        own.client_go_retries = False
+        self.api_client = client.ApiClient(own)
+        self.core = client.CoreV1Api(self.api_client)
+        self.namespace = namespace
+        self.lease_name = lease_name
+        self.legacy_name = legacy_name
+        self.request_timeout = request_timeout
+
+    def describe(self) -> str:
+        return f"namespace {self.namespace} (store {self.lease_name})"
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _timeout(self, deadline: Deadline, what: str) -> float:
+        deadline.check(what)
+        return deadline.timeout(self.request_timeout)
+
+    def _read(self, call: Callable[[float], T], deadline: Deadline, what: str) -> T:
+        """Run an idempotent read, retrying transient failures until the deadline."""
+        backoff = _BACKOFF_FIRST
+        while True:
+            try:
+                return call(self._timeout(deadline, what))
+            except (ApiException, urllib3.exceptions.HTTPError) as error:
+                if not _is_uncertain(error):
+                    raise
+                last = error
+            if deadline.remaining() <= backoff:
+                raise DeadlineExceeded(f"{what}: still failing at the deadline: {last}")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def _get(self, name: str, deadline: Deadline) -> Any | None:
+        def call(timeout: float) -> Any:
+            return self.core.read_namespaced_config_map(
+                name, self.namespace, _request_timeout=timeout
+            )
+
+        try:
+            return self._read(call, deadline, f"reading ConfigMap {name}")
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise self._refused(f"reading ConfigMap {name}", error) from None
+
+    def _refused(self, what: str, error: ApiException) -> ApiRefusedError:
+        status = int(error.status or 0)
+        return ApiRefusedError(what, status, _status_reason(error), _status_message(error))
+
+    def _stored(self, item: Any, expected_shard: str | None = None) -> StoredShard:
+        meta = item.metadata
+        name = meta.name
+        shard = check_owned(
+            self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected_shard
+        )
+        binary = item.binary_data or {}
+        if item.data or set(binary) != {SHARD_DATA_KEY}:
+            raise CorruptShardError(shard, f"expected exactly binaryData[{SHARD_DATA_KEY!r}]")
+        try:
+            blob = base64.b64decode(binary[SHARD_DATA_KEY], validate=True)
+        except ValueError as error:
+            raise CorruptShardError(shard, f"binaryData is not base64: {error}") from None
+        return StoredShard(shard, name, blob, dict(meta.annotations), meta.resource_version)
+
+    # -- Backend -------------------------------------------------------------------------------
+
+    def list_shards(self, deadline: Deadline) -> list[StoredShard]:
+        shards: list[StoredShard] = []
+        token: str | None = None
+        while True:
+
+            def call(timeout: float, token: str | None = token) -> Any:
+                return self.core.list_namespaced_config_map(
+                    self.namespace,
+                    label_selector=label_selector(self.lease_name),
+                    limit=LIST_PAGE,
+                    _continue=token,
+                    _request_timeout=timeout,
+                )
+
+            try:
+                page = self._read(call, deadline, "listing shards")
+            except ApiException as error:
+                raise self._refused("listing shards", error) from None
+            shards.extend(self._stored(item) for item in page.items)
+            token = page.metadata._continue
+            if not token:
+                return shards
+
+    def read_shard(self, shard: str, deadline: Deadline) -> StoredShard | None:
+        item = self._get(shard_name(self.lease_name, shard), deadline)
+        return None if item is None else self._stored(item, shard)
+
+    def _body(self, write: ShardWrite, version: str | None) -> Any:
+        return client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name=shard_name(self.lease_name, write.shard),
+                namespace=self.namespace,
+                labels=shard_labels(self.lease_name),
+                annotations=dict(write.annotations),
+                resource_version=version,
+            ),
+            binary_data={SHARD_DATA_KEY: base64.b64encode(write.blob).decode("ascii")},
+        )
+
+    def _send(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
+        """One create (version None) or update; returns the new resourceVersion."""
+        body = self._body(write, version)
+        timeout = self._timeout(deadline, f"writing shard {write.shard!r}")
+        if version is None:
+            result = self.core.create_namespaced_config_map(
+                self.namespace, body, _request_timeout=timeout
+            )
+        else:
+            result = self.core.replace_namespaced_config_map(
+                body.metadata.name, self.namespace, body, _request_timeout=timeout
+            )
+        return str(result.metadata.resource_version)  # type: ignore[union-attr]
+
+    def _definitive(self, write: ShardWrite, error: ApiException) -> Exception:
+        reason = _status_reason(error)
+        if error.status == 409:
+            detail = "already exists" if reason == "AlreadyExists" else "resourceVersion changed"
+            return ConflictError(write.shard, f"{detail} ({_status_message(error)})")
+        too_long = any(marker in _status_message(error) for marker in _TOO_LONG_MARKERS)
+        if error.status == 413 or (error.status == 422 and too_long):
+            size = int(write.annotations.get(ANNOTATION_COMPRESSED_BYTES, len(write.blob)))
+            rows = int(write.annotations.get(ANNOTATION_ROWS, 0))
+            return OversizeError(write.shard, size, CONFIGMAP_VALUE_LIMIT, rows)
+        if error.status == 404:
+            return ConflictError(write.shard, "the shard was removed")
+        return self._refused(f"writing shard {write.shard!r}", error)
+
+    def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> WriteResult:
+        try:
+            return WriteResult(self._send(write, version, deadline))
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            answer = _definitive_answer(error)
+            if answer is not None:
+                raise self._definitive(write, answer) from None
+            first = error
+        return self._resolve(write, version, deadline, first)
+
+    def _resolve(
+        self, write: ShardWrite, version: str | None, deadline: Deadline, first: BaseException
+    ) -> WriteResult:
+        """Find out whether an uncertain write committed; re-send it while provably not."""
+        name = shard_name(self.lease_name, write.shard)
+        last: BaseException = first
+        while True:
+            try:
+                stored = self._get(name, deadline)
+            except DeadlineExceeded:
+                break
+            if stored is not None:
+                annotations = stored.metadata.annotations or {}
+                if annotations.get(ANNOTATION_WRITE_ID) == write.write_id:
+                    return WriteResult(str(stored.metadata.resource_version), True)
+                if stored.metadata.resource_version != version:
+                    state = "exists" if version is None else "changed"
+                    raise ConflictError(write.shard, f"{state}, written by someone else")
+            elif version is not None:
+                raise ConflictError(write.shard, "the shard was removed")
+            # Provably not committed (yet): send the identical write (same write id) again.
+            try:
+                return WriteResult(self._send(write, version, deadline), True)
+            except DeadlineExceeded:
+                break
+            except (ApiException, urllib3.exceptions.HTTPError) as error:
+                answer = _definitive_answer(error)
+                if answer is not None and answer.status != 409:
+                    raise self._definitive(write, answer) from None
+                last = error  # 409 here may be our own earlier attempt: read back again
+        raise WriteUncertainError(write.shard, f"unresolved at the deadline; last error: {last}")
+
+    def create_shard(self, write: ShardWrite, deadline: Deadline) -> WriteResult:
+        return self._write(write, None, deadline)
+
+    def update_shard(self, write: ShardWrite, version: str, deadline: Deadline) -> WriteResult:
+        return self._write(write, version, deadline)
+
+    # -- legacy --------------------------------------------------------------------------------
+
+    def read_legacy(self, deadline: Deadline) -> LegacyState | None:
+        if self.legacy_name is None:
+            return None
+        item = self._get(self.legacy_name, deadline)
+        if item is None:
+            return None
+        value = (item.data or {}).get(LEGACY_DATA_KEY)
+        if not isinstance(value, str):
+            raise LegacyFormatError(self.legacy_name, f"no data entry {LEGACY_DATA_KEY!r}")
+        return LegacyState(
+            name=self.legacy_name,
+            value=value,
+            annotations=dict(item.metadata.annotations or {}),
+            version=str(item.metadata.resource_version),
+        )
+
+    def mark_legacy(self, legacy: LegacyState, digest: str, deadline: Deadline) -> None:
+        """Annotate the legacy object as migrated; its data goes back exactly as read."""
+        backoff = _BACKOFF_FIRST
+        while True:
+            item = self._get(legacy.name, deadline)
+            if item is None:
+                raise ConflictError(legacy.name, "legacy checkpoint disappeared")
+            annotations = item.metadata.annotations or {}
+            if annotations.get(ANNOTATION_MIGRATED) == digest:
+                return
+            if item.metadata.resource_version != legacy.version:
+                raise ConflictError(legacy.name, "legacy checkpoint changed since it was read")
+            item.metadata.annotations = {**annotations, ANNOTATION_MIGRATED: digest}
+            timeout = self._timeout(deadline, "marking the legacy checkpoint")
+            try:
+                self.core.replace_namespaced_config_map(
+                    legacy.name, self.namespace, item, _request_timeout=timeout
+                )
+                return
+            except (ApiException, urllib3.exceptions.HTTPError) as error:
+                answer = _definitive_answer(error)
+                if answer is not None and answer.status == 409:
+                    raise ConflictError(legacy.name, "legacy checkpoint changed") from None
+                if answer is not None:
+                    raise self._refused("marking the legacy checkpoint", answer) from None
+            if deadline.remaining() <= backoff:
+                raise WriteUncertainError(legacy.name, "marking the legacy checkpoint")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX)

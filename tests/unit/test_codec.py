@@ -1,0 +1,177 @@
+"""The gzip-shards-v1 codec (SPEC §4): round trip, determinism, bounded and fail-closed decoding."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checkpoint_runtime import codec
+from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT
+from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
+from checkpoint_runtime.workload import FeedWorkload, flowlogs_rows
+
+SHARD = "tn/objectstore/feed"
+SCHEMA = json.loads(
+    (Path(__file__).parents[2] / "schemas" / "shard-envelope.schema.json").read_text()
+)
+
+
+def rows_of(shape: str = "old-design", seen: int = 200) -> dict[str, str]:
+    workload = FeedWorkload(SHARD, seen, shape, gap_rows=3)
+    return workload.rows
+
+
+def envelope_of(rows: dict[str, str]) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(codec.encode_envelope(SHARD, rows))
+    return document
+
+
+def blob_of(document: Any) -> bytes:
+    return codec.gzip_fixed(json.dumps(document).encode())
+
+
+@pytest.mark.parametrize("shape", ["old-design", "uuid"])
+def test_round_trip_and_schema(shape: str) -> None:
+    rows = rows_of(shape)
+    encoded = codec.encode_shard(SHARD, rows)
+    assert codec.decode_shard(SHARD, encoded.blob) == rows
+    assert encoded.rows == len(rows)
+    jsonschema.validate(envelope_of(rows), SCHEMA)
+
+
+def test_equal_input_gives_equal_bytes_whatever_the_insertion_order() -> None:
+    rows = rows_of()
+    reordered = dict(reversed(list(rows.items())))
+    first = codec.encode_shard(SHARD, rows).blob
+    assert codec.encode_shard(SHARD, reordered).blob == first
+    assert first[4:8] == b"\0\0\0\0"  # gzip mtime is zero
+    assert gzip.decompress(first)  # and it is ordinary gzip
+
+
+def test_flowlogs_rows_and_padded_and_unpadded_base64_ids_round_trip() -> None:
+    rows = flowlogs_rows("tn/flowlogs")
+    rows["tn/flowlogs/replay/YWJj"] = "unpadded? no: 'abc' is 4 chars, canonical"
+    rows["tn/flowlogs/replay/YWI="] = "padded"
+    rows["tn/flowlogs/replay/YWI"] = "unpadded"
+    rows["tn/flowlogs/replay/////"] = "not printable base64"
+    rows["tn/flowlogs/replay/ünïcode"] = "ok"
+    assert codec.decode_shard("tn/flowlogs", codec.encode_shard("tn/flowlogs", rows).blob) == rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.one_of(
+            st.text(min_size=1, max_size=30).map(lambda i: f"{SHARD}/seen/{i}"),
+            st.text(min_size=1, max_size=30).map(lambda i: f"{SHARD}/gap/{i}"),
+            st.sampled_from([f"{SHARD}/cursor", f"{SHARD}/scan"]),
+        ),
+        st.text(max_size=40),
+        max_size=30,
+    )
+)
+def test_any_rows_of_the_shard_round_trip(rows: dict[str, str]) -> None:
+    assert codec.decode_shard(SHARD, codec.encode_shard(SHARD, rows).blob) == rows
+
+
+def test_encoder_refuses_rows_of_another_shard() -> None:
+    with pytest.raises(KeyGrammarError):
+        codec.encode_shard(SHARD, {"tn/objectstore/other/cursor": "x"})
+
+
+def test_gzip_bomb_is_rejected_without_inflating_it() -> None:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"\0" * (1 << 20)
+    bomb = b"".join(compressor.compress(chunk) for _ in range(129)) + compressor.flush()
+    assert len(bomb) < 200_000 < MAX_DECODED_ENVELOPE
+    with pytest.raises(CorruptShardError, match="exceeds"):
+        codec.decode_shard(SHARD, bomb)
+
+
+def test_front_coding_cannot_expand_past_the_bound() -> None:
+    document = envelope_of({f"{SHARD}/seen/a": "x"})
+    big = "v" * (1 << 20)
+    document["groups"] = [
+        {
+            "kind": "seen",
+            "base64": 0,
+            "ids": {"prefix": [0] * 200, "suffix": [str(i) for i in range(200)]},
+            "values": {"prefix": [0] + [1 << 20] * 199, "suffix": [big] + [""] * 199},
+        }
+    ]
+    document["rows"] = 200
+    with pytest.raises(CorruptShardError, match="expands beyond"):
+        codec.decode_shard(SHARD, blob_of(document))
+
+
+def mutate(path: str, value: Any) -> Any:
+    document: Any = envelope_of(rows_of(seen=5))
+    target = document
+    *parents, last = path.split(".")
+    for part in parents:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    if isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("blob", "message"),
+    [
+        (b"not gzip at all", "bad gzip"),
+        (codec.encode_shard(SHARD, {f"{SHARD}/cursor": "x"}).blob[:-6], "truncated"),
+        (codec.encode_shard(SHARD, {f"{SHARD}/cursor": "x"}).blob + b"junk", "trailing"),
+        (codec.gzip_fixed(b"\xff\xfe not json"), "not JSON"),
+        (codec.gzip_fixed(b"[1, 2]"), "not a JSON object"),
+        (blob_of(mutate("format", "gzip-shards-v2")), "unknown format"),
+        (blob_of(mutate("shard", "tn/objectstore/other")), "names shard"),
+        (blob_of(mutate("rows", 99)), "holds"),
+        (blob_of(mutate("extra", 1)), "v1 set"),
+        (blob_of(mutate("groups.0.kind", "replay")), "not a row kind"),
+        (blob_of(mutate("groups.0.base64", 7)), "base64 must be"),
+        (blob_of(mutate("groups.0.ids.prefix.0", -1)), "negative"),
+        (blob_of(mutate("groups.0.ids.prefix.0", 500)), "longer than the previous"),
+        (blob_of(mutate("groups.0.ids.prefix.0", True)), "integers"),
+        (blob_of(mutate("groups.0.values.suffix", [])), "differ in length"),
+        (blob_of(mutate("groups.0.ids", {"prefix": [0], "suffix": ["x"], "more": 1})), "exactly"),
+    ],
+)
+def test_corrupt_shards_fail_closed_with_a_named_error(blob: bytes, message: str) -> None:
+    with pytest.raises(CorruptShardError, match=message):
+        codec.decode_shard(SHARD, blob)
+
+
+def test_row_of_another_shard_inside_an_envelope_is_rejected() -> None:
+    document = envelope_of({f"{SHARD}/cursor": "x"})
+    document["groups"][0]["ids"]["suffix"] = ["../../other"]
+    with pytest.raises(CorruptShardError, match="takes no id"):
+        codec.decode_shard(SHARD, blob_of(document))
+    document = envelope_of({f"{SHARD}/seen/x": "x"})
+    document["groups"][0]["ids"]["suffix"] = [""]
+    with pytest.raises(CorruptShardError, match="empty"):
+        codec.decode_shard(SHARD, blob_of(document))
+
+
+def test_schema_rejects_what_the_decoder_rejects() -> None:
+    for path, value in [("format", "x"), ("groups.0.base64", 3), ("groups.0.ids.prefix.0", -1)]:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(mutate(path, value), SCHEMA)
+    assert SCHEMA["properties"]["format"]["const"] == SHARD_FORMAT
+
+
+def test_envelope_beats_the_baseline_on_both_workloads() -> None:
+    """Size is a property of the bytes, not a timing: checked here, measured in the bench."""
+    for shape in ("old-design", "uuid"):
+        rows = FeedWorkload(SHARD, 5000, shape).rows
+        ours = len(codec.encode_shard(SHARD, rows).blob)
+        assert ours <= 0.75 * len(codec.baseline_encode(rows)), shape

@@ -67,3 +67,18 @@ OLD_DESIGN_FIGURES: Final = {
 # §7: client-go's JitterFactor: candidates wait retry x (1 + rand x 1.2); renew deadline must
 # exceed retry x 1.2.
 LEADER_ELECTION_JITTER_FACTOR: Final = 1.2
+
+# Collectors (runtime helper): defaults of schemas/runtime-config.schema.json, and how many
+# objects one synchronous checkpoint batch covers (the most a crash can repeat).
+DEFAULT_POLL_SECONDS: Final = 10.0
+DEFAULT_REPLAY_WINDOW_SECONDS: Final = 300.0
+OBJECTSTORE_CHUNK_OBJECTS: Final = 100
+FLOWLOGS_REQUEST_TIMEOUT_SECONDS: Final = 10.0
+
+# Runtime process (runtime helper): HTTP port, file-store defaults when no config is given,
+# and the client-go healthz tolerance past an unrenewed lease.
+DEFAULT_HTTP_PORT: Final = 8080
+DEFAULT_HTTP_BIND: Final = "0.0.0.0"
+DEFAULT_FILE_STORE_PATH: Final = "/tmp/checkpoints"
+DEFAULT_STORE_NAME: Final = "checkpoint-runtime"
+LEADER_HEALTH_TOLERANCE_SECONDS: Final = 20.0

@@ -83,19 +83,26 @@ class ManagedProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def _signal_and_wait(self, signum: int, timeout: float) -> bool:
+        """Signal the group and wait for the leader; False if it outlived `timeout`."""
         popen = self._popen
         if popen is None:
             return True
-        if popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(popen.pid, signum)
-        try:
-            popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        # The leader is gone; make sure nothing else in its group lingers.
+        if popen.returncode is not None:  # exited by itself and already reaped
+            self._popen = None
+            return True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signum)
+        deadline = time.monotonic() + timeout
+        # WNOWAIT leaves the leader a zombie, so its group id cannot be reused yet and the
+        # sweep below cannot hit a stranger's processes; only then is it reaped.
+        while os.waitid(os.P_PID, popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait()
+        self._popen = None
         return True
 
     def _close_log(self) -> None:

@@ -104,9 +104,13 @@ class FileBackend:
         deadline.check(f"writing shard {write.shard!r}")
         path = self._path(write.shard)
         with self._locked(deadline):
-            current = self._read_file(path, write.shard).version if path.exists() else None
-            if version is None and current is not None:
+            if version is None and path.exists():
                 raise ConflictError(write.shard, "already exists")
+            current = None
+            if version is not None:
+                if not path.exists():
+                    raise ConflictError(write.shard, "the shard was removed")
+                current = self._read_file(path, write.shard).version
             if version is not None and current != version:
                 raise ConflictError(
                     write.shard, f"stored version is {current!r}, expected {version!r}"

@@ -1,0 +1,34 @@
+"""Fixtures of the store tests: a harness per backend (see store_harness.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from store_harness import FileHarness, Harness, KubeHarness
+
+
+@pytest.fixture
+def admin_core(control_plane: Any) -> Iterator[client.CoreV1Api]:
+    with control_plane.admin_api() as api:
+        yield client.CoreV1Api(api)
+
+
+@pytest.fixture
+def kube(chart_install: Any, admin_core: client.CoreV1Api) -> Iterator[KubeHarness]:
+    harness = KubeHarness(chart_install(), admin_core)
+    yield harness
+    for backend in harness.backends:
+        backend.close()
+
+
+@pytest.fixture(params=["file", "kubernetes"])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    """Each behavioural test runs on the file backend and on the real API server."""
+    if request.param == "file":
+        return FileHarness(tmp_path / "checkpoints")
+    kube_harness: KubeHarness = request.getfixturevalue("kube")
+    return kube_harness

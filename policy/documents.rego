@@ -38,7 +38,23 @@ as_list(contents) := [contents] if not is_array(contents)
 # "<Kind> <name>", the object part of every message.
 label(obj) := concat("", [obj.kind, " ", object.get(obj, ["metadata", "name"], "<unnamed>")])
 
-objects_of_kind(kind) := [obj | some obj in documents; obj.kind == kind]
+# Documents grouped by kind, built once per evaluation, so a rule about Roles touches only Roles.
+by_kind[kind] := [obj | some obj in documents; obj.kind == kind] if {
+	some kind in {obj.kind | some obj in documents}
+}
+
+objects_of_kind(kind) := object.get(by_kind, kind, [])
+
+# Who each document is, without its body, for the rules that look at every document.
+heads := [{
+	"kind": obj.kind,
+	"name": object.get(obj, ["metadata", "name"], ""),
+	"namespace": namespace_of(obj),
+	"labels": labels_of(obj),
+	"label": label(obj),
+} |
+	some obj in documents
+]
 
 labels_of(obj) := object.get(obj, ["metadata", "labels"], {})
 
@@ -55,10 +71,8 @@ pod_spec(obj) := obj.spec.jobTemplate.spec.template.spec if obj.kind == "CronJob
 
 pod_spec(obj) := obj.spec if obj.kind == "Pod"
 
-pod_objects contains obj if {
-	some obj in documents
-	pod_spec(obj)
-}
+# Arrays, not sets: a set of whole objects costs a deep comparison per insertion in rego-cpp.
+pod_objects := [obj | some kind in (workload_kinds | {"CronJob", "Pod"}); some obj in objects_of_kind(kind)]
 
 # A `helm test` hook pod runs once and exits: no probes, and no API token.
 is_test_hook(obj) if {
@@ -71,6 +85,15 @@ is_test_hook(obj) if {
 containers(spec) := [{"field": field, "container": c} |
 	some field in ["initContainers", "containers", "ephemeralContainers"]
 	some c in object.get(spec, field, [])
+]
+
+# Every container of every pod, computed once per evaluation rather than in each rule.
+# Entries stay small (a label, not the object): binding a large object to a variable is what
+# costs time in rego-cpp, once per rule that iterates it.
+pod_containers := [{"label": label(obj), "pod_context": object.get(spec, "securityContext", {}), "field": entry.field, "container": entry.container} |
+	some obj in pod_objects
+	spec := pod_spec(obj)
+	some entry in containers(spec)
 ]
 
 # The chart's own pods: the pod-template labels of every rendered workload.

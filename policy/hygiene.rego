@@ -21,17 +21,17 @@ recommended_labels := [
 # --- HYG-20: recommended labels, valid label values, name lengths ------------------------------
 
 deny contains msg if {
-	some obj in documents
+	some head in heads
 	some key in recommended_labels
-	object.get(labels_of(obj), key, "") == ""
-	msg := concat("", ["HYG-20 ", label(obj), ": recommended label ", key, " is missing"])
+	object.get(head.labels, key, "") == ""
+	msg := concat("", ["HYG-20 ", head.label, ": recommended label ", key, " is missing"])
 }
 
 deny contains msg if {
-	some obj in documents
-	some key, value in labels_of(obj)
+	some head in heads
+	some key, value in head.labels
 	not valid_label_value(value)
-	msg := concat("", ["HYG-20 ", label(obj), ": label ", key, "=", value, " is not a valid label value (<= 63 characters, alphanumeric ends)"])
+	msg := concat("", ["HYG-20 ", head.label, ": label ", key, "=", value, " is not a valid label value (<= 63 characters, alphanumeric ends)"])
 }
 
 deny contains msg if {
@@ -55,14 +55,11 @@ dns1035_label_pattern := `^[a-z]([-a-z0-9]*[a-z0-9])?$`
 dns_subdomain_pattern := `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 
 # RBAC object names are path segments and may hold ':'; everything else here is a DNS subdomain.
-subdomain_named(obj) if not obj.kind in {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
-
 deny contains msg if {
-	some obj in documents
-	name := object.get(obj, ["metadata", "name"], "")
-	subdomain_named(obj)
-	not valid_subdomain(name)
-	msg := concat("", ["HYG-20 ", label(obj), ": name must be a DNS-1123 subdomain of at most 253 characters"])
+	some head in heads
+	not head.kind in {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+	not valid_subdomain(head.name)
+	msg := concat("", ["HYG-20 ", head.label, ": name must be a DNS-1123 subdomain of at most 253 characters"])
 }
 
 valid_subdomain(name) if {
@@ -83,11 +80,10 @@ valid_dns1035_label(name) if {
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	name := object.get(entry.container, "name", "")
 	not valid_dns_label(name)
-	msg := concat("", ["HYG-20 ", label(obj), ": container name ", name, " must be a DNS-1123 label of at most 63 characters"])
+	msg := concat("", ["HYG-20 ", entry.label, ": container name ", name, " must be a DNS-1123 label of at most 63 characters"])
 }
 
 valid_dns_label(name) if {
@@ -96,75 +92,77 @@ valid_dns_label(name) if {
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	some port in object.get(entry.container, "ports", [])
 	name := object.get(port, "name", "")
 	count(name) > 15
-	msg := concat("", ["HYG-20 ", label(obj), ": container ", entry.container.name, ": port name ", name, " is longer than 15 characters"])
+	msg := concat("", ["HYG-20 ", entry.label, ": container ", entry.container.name, ": port name ", name, " is longer than 15 characters"])
 }
 
 # --- HYG-20 / HYG-22: selectors use name and instance only and select the chart's own pods -------
 
-# {object, the selector's matchLabels, where it lives} for every selector the chart renders.
-selectors contains {"obj": obj, "match_labels": object.get(obj, ["spec", "selector", "matchLabels"], {}), "field": "spec.selector.matchLabels"} if {
-	some obj in documents
-	obj.kind in {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "PodDisruptionBudget", "ServiceMonitor", "PodMonitor"}
+# Every selector the chart renders, as a small record (the object itself stays out: see
+# pod_containers in documents.rego for why).
+selector_record(obj, path) := {
+	"label": label(obj),
+	"kind": obj.kind,
+	"field": concat(".", path),
+	"match_labels": object.get(obj, path, {}),
+	"expressions": object.get(obj, array.concat(array.slice(path, 0, count(path) - 1), ["matchExpressions"]), []),
+	"own_labels": labels_of(obj),
+	"template_labels": object.get(obj, ["spec", "template", "metadata", "labels"], {}),
 }
 
-selectors contains {"obj": obj, "match_labels": object.get(obj, ["spec", "selector"], {}), "field": "spec.selector"} if {
-	some obj in objects_of_kind("Service")
+selector_kinds := {
+	"Deployment": ["spec", "selector", "matchLabels"],
+	"StatefulSet": ["spec", "selector", "matchLabels"],
+	"DaemonSet": ["spec", "selector", "matchLabels"],
+	"ReplicaSet": ["spec", "selector", "matchLabels"],
+	"PodDisruptionBudget": ["spec", "selector", "matchLabels"],
+	"ServiceMonitor": ["spec", "selector", "matchLabels"],
+	"PodMonitor": ["spec", "selector", "matchLabels"],
+	"NetworkPolicy": ["spec", "podSelector", "matchLabels"],
+	"Service": ["spec", "selector"],
 }
 
-selectors contains {"obj": obj, "match_labels": object.get(obj, ["spec", "podSelector", "matchLabels"], {}), "field": "spec.podSelector.matchLabels"} if {
-	some obj in objects_of_kind("NetworkPolicy")
-}
+selectors := [selector_record(obj, path) |
+	some kind in object.keys(selector_kinds)
+	path := selector_kinds[kind]
+	some obj in objects_of_kind(kind)
+]
 
 deny contains msg if {
 	some sel in selectors
-	obj := sel.obj
-	match_labels := sel.match_labels
-	field := sel.field
-	keys := object.keys(match_labels)
+	keys := object.keys(sel.match_labels)
 	keys != selector_keys
-	msg := concat("", ["HYG-20 ", label(obj), ": ", field, " must select on exactly [", concat(", ", sort(selector_keys)), "], has [", concat(", ", sort(keys)), "]"])
+	msg := concat("", ["HYG-20 ", sel.label, ": ", sel.field, " must select on exactly [", concat(", ", sort(selector_keys)), "], has [", concat(", ", sort(keys)), "]"])
 }
 
 deny contains msg if {
 	some sel in selectors
-	obj := sel.obj
-	field := sel.field
-	obj.kind != "Service"
-	selector_root := trim_suffix(field, ".matchLabels")
-	expressions := object.get(obj, array.concat(split(selector_root, "."), ["matchExpressions"]), [])
-	count(expressions) > 0
-	msg := concat("", ["HYG-20 ", label(obj), ": ", selector_root, ".matchExpressions widens the selection; use matchLabels name and instance"])
+	sel.kind != "Service"
+	count(sel.expressions) > 0
+	msg := concat("", ["HYG-20 ", sel.label, ": ", trim_suffix(sel.field, ".matchLabels"), ".matchExpressions widens the selection; use matchLabels name and instance"])
 }
 
 # Per document: a selector names the object's own release (its name and instance labels).
 deny contains msg if {
 	some sel in selectors
-	obj := sel.obj
-	match_labels := sel.match_labels
-	field := sel.field
 	some key in selector_keys
-	value := object.get(match_labels, key, "")
+	value := object.get(sel.match_labels, key, "")
 	value != ""
-	value != object.get(labels_of(obj), key, "")
-	msg := concat("", ["HYG-22 ", label(obj), ": ", field, " ", key, "=", value, " is not the object's own ", object.get(labels_of(obj), key, "")])
+	own := object.get(sel.own_labels, key, "")
+	value != own
+	msg := concat("", ["HYG-22 ", sel.label, ": ", sel.field, " ", key, "=", value, " is not the object's own ", own])
 }
 
 # A workload's template carries the labels its own selector asks for.
 deny contains msg if {
 	some sel in selectors
-	obj := sel.obj
-	match_labels := sel.match_labels
-	field := sel.field
-	obj.kind in workload_kinds
-	template_labels := object.get(obj, ["spec", "template", "metadata", "labels"], {})
-	some key, value in match_labels
-	object.get(template_labels, key, "") != value
-	msg := concat("", ["HYG-20 ", label(obj), ": pod template labels do not carry ", field, " ", key, "=", value])
+	sel.kind in workload_kinds
+	some key, value in sel.match_labels
+	object.get(sel.template_labels, key, "") != value
+	msg := concat("", ["HYG-20 ", sel.label, ": pod template labels do not carry ", sel.field, " ", key, "=", value])
 }
 
 selects(match_labels, labels) if {
@@ -179,12 +177,9 @@ deny contains msg if {
 	combined
 	count(workload_pod_labels) > 0
 	some sel in selectors
-	obj := sel.obj
-	match_labels := sel.match_labels
-	field := sel.field
-	obj.kind in {"PodDisruptionBudget", "NetworkPolicy", "Service"}
-	not selects_chart_pod(match_labels)
-	msg := concat("", ["HYG-22 ", label(obj), ": ", field, " selects none of the chart's pods"])
+	sel.kind in {"PodDisruptionBudget", "NetworkPolicy", "Service"}
+	not selects_chart_pod(sel.match_labels)
+	msg := concat("", ["HYG-22 ", sel.label, ": ", sel.field, " selects none of the chart's pods"])
 }
 
 selects_chart_pod(match_labels) if {
@@ -196,12 +191,9 @@ selects_chart_pod(match_labels) if {
 deny contains msg if {
 	combined
 	some sel in selectors
-	obj := sel.obj
-	match_labels := sel.match_labels
-	field := sel.field
-	obj.kind == "ServiceMonitor"
-	not selects_chart_service(match_labels)
-	msg := concat("", ["HYG-22 ", label(obj), ": ", field, " selects none of the chart's Services"])
+	sel.kind == "ServiceMonitor"
+	not selects_chart_service(sel.match_labels)
+	msg := concat("", ["HYG-22 ", sel.label, ": ", sel.field, " selects none of the chart's Services"])
 }
 
 selects_chart_service(match_labels) if {
@@ -215,11 +207,9 @@ warn contains msg if {
 	some pod in objects_of_kind("Pod")
 	is_test_hook(pod)
 	some sel in selectors
-	obj := sel.obj
-	match_labels := sel.match_labels
-	obj.kind in {"Service", "PodDisruptionBudget"}
-	selects(match_labels, labels_of(pod))
-	msg := concat("", ["HYG-22 ", label(pod), ": the test pod matches the selector of ", label(obj)])
+	sel.kind in {"Service", "PodDisruptionBudget"}
+	selects(sel.match_labels, labels_of(pod))
+	msg := concat("", ["HYG-22 ", label(pod), ": the test pod matches the selector of ", sel.label])
 }
 
 # --- HYG-23: the test pod is a helm test hook that is cleaned up -------------------------------

@@ -5,28 +5,24 @@ package main
 import rego.v1
 
 # A container's effective setting: its own securityContext wins over the pod's.
-effective(spec, container, field) := value if {
-	value := container.securityContext[field]
+effective(entry, field) := value if {
+	value := entry.container.securityContext[field]
 } else := value if {
-	value := spec.securityContext[field]
+	value := entry.pod_context[field]
 }
 
 # --- POD-11: non-root with a non-zero UID, seccomp RuntimeDefault -------------------------------
 
 deny contains msg if {
-	some obj in pod_objects
-	spec := pod_spec(obj)
-	some entry in containers(spec)
-	not effective(spec, entry.container, "runAsNonRoot") == true
-	msg := concat("", ["POD-11 ", label(obj), ": container ", entry.container.name, ": runAsNonRoot must be true"])
+	some entry in pod_containers
+	not effective(entry, "runAsNonRoot") == true
+	msg := concat("", ["POD-11 ", entry.label, ": container ", entry.container.name, ": runAsNonRoot must be true"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	spec := pod_spec(obj)
-	some entry in containers(spec)
-	not non_zero_uid(effective(spec, entry.container, "runAsUser"))
-	msg := concat("", ["POD-11 ", label(obj), ": container ", entry.container.name, ": runAsUser must be set to a non-zero UID"])
+	some entry in pod_containers
+	not non_zero_uid(effective(entry, "runAsUser"))
+	msg := concat("", ["POD-11 ", entry.label, ": container ", entry.container.name, ": runAsUser must be set to a non-zero UID"])
 }
 
 non_zero_uid(uid) if {
@@ -35,15 +31,13 @@ non_zero_uid(uid) if {
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	spec := pod_spec(obj)
-	some entry in containers(spec)
-	seccomp_type(spec, entry.container) != "RuntimeDefault"
-	msg := concat("", ["POD-11 ", label(obj), ": container ", entry.container.name, ": seccompProfile.type must be RuntimeDefault"])
+	some entry in pod_containers
+	seccomp_type(entry) != "RuntimeDefault"
+	msg := concat("", ["POD-11 ", entry.label, ": container ", entry.container.name, ": seccompProfile.type must be RuntimeDefault"])
 }
 
-seccomp_type(spec, container) := kind if {
-	profile := effective(spec, container, "seccompProfile")
+seccomp_type(entry) := kind if {
+	profile := effective(entry, "seccompProfile")
 	kind := object.get(profile, "type", "")
 } else := ""
 
@@ -52,48 +46,41 @@ seccomp_type(spec, container) := kind if {
 container_context(entry) := object.get(entry.container, "securityContext", {})
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	not container_context(entry).allowPrivilegeEscalation == false
-	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": allowPrivilegeEscalation must be false"])
+	msg := concat("", ["POD-12 ", entry.label, ": container ", entry.container.name, ": allowPrivilegeEscalation must be false"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	container_context(entry).privileged == true
-	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": privileged must not be true"])
+	msg := concat("", ["POD-12 ", entry.label, ": container ", entry.container.name, ": privileged must not be true"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	not container_context(entry).readOnlyRootFilesystem == true
-	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": readOnlyRootFilesystem must be true"])
+	msg := concat("", ["POD-12 ", entry.label, ": container ", entry.container.name, ": readOnlyRootFilesystem must be true"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	not "ALL" in object.get(container_context(entry), ["capabilities", "drop"], [])
-	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": capabilities.drop must contain ALL"])
+	msg := concat("", ["POD-12 ", entry.label, ": container ", entry.container.name, ": capabilities.drop must contain ALL"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	added := object.get(container_context(entry), ["capabilities", "add"], [])
 	count(added) > 0
-	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": capabilities.add must be empty, has [", concat(", ", added), "]"])
+	msg := concat("", ["POD-12 ", entry.label, ": container ", entry.container.name, ": capabilities.add must be empty, has [", concat(", ", added), "]"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	spec := pod_spec(obj)
-	some entry in containers(spec)
+	some entry in pod_containers
 	procmount := object.get(container_context(entry), "procMount", "Default")
 	procmount != "Default"
-	msg := concat("", ["POD-12 ", label(obj), ": container ", entry.container.name, ": procMount must be Default"])
+	msg := concat("", ["POD-12 ", entry.label, ": container ", entry.container.name, ": procMount must be Default"])
 }
 
 # --- POD-13: no host namespaces, ports or paths ---------------------------------------------
@@ -106,11 +93,10 @@ deny contains msg if {
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	some port in object.get(entry.container, "ports", [])
 	object.get(port, "hostPort", 0) != 0
-	msg := concat("", ["POD-13 ", label(obj), ": container ", entry.container.name, ": hostPort ", format_int(port.hostPort, 10), " binds a port on the node"])
+	msg := concat("", ["POD-13 ", entry.label, ": container ", entry.container.name, ": hostPort ", format_int(port.hostPort, 10), " binds a port on the node"])
 }
 
 deny contains msg if {
@@ -174,49 +160,44 @@ image_tag(image) := tag if {
 image_digest(image) if contains(image, "@sha256:")
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	image := object.get(entry.container, "image", "")
 	not image_digest(image)
 	not image_tag(image)
-	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": image ", image, " has no tag or digest"])
+	msg := concat("", ["POD-15 ", entry.label, ": container ", entry.container.name, ": image ", image, " has no tag or digest"])
 }
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	image := object.get(entry.container, "image", "")
 	not image_digest(image)
 	image_tag(image) in {"latest", ""}
-	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": image ", image, " uses the moving tag latest"])
+	msg := concat("", ["POD-15 ", entry.label, ": container ", entry.container.name, ": image ", image, " uses the moving tag latest"])
 }
 
 warn contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	image := object.get(entry.container, "image", "")
 	not image_digest(image)
 	image_tag(image)
 	not image_tag(image) in {"latest", ""}
-	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": image ", image, " is pinned by tag only; a digest cannot move"])
+	msg := concat("", ["POD-15 ", entry.label, ": container ", entry.container.name, ": image ", image, " is pinned by tag only; a digest cannot move"])
 }
 
 required_resources := [["requests", "cpu"], ["requests", "memory"], ["limits", "memory"]]
 
 deny contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	some path in required_resources
 	object.get(entry.container, array.concat(["resources"], path), null) == null
-	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": resources.", path[0], ".", path[1], " must be set"])
+	msg := concat("", ["POD-15 ", entry.label, ": container ", entry.container.name, ": resources.", path[0], ".", path[1], " must be set"])
 }
 
 # A CPU limit throttles a healthy pod; many platforms leave it out, so it only warns.
 warn contains msg if {
-	some obj in pod_objects
-	some entry in containers(pod_spec(obj))
+	some entry in pod_containers
 	object.get(entry.container, ["resources", "limits", "cpu"], null) == null
-	msg := concat("", ["POD-15 ", label(obj), ": container ", entry.container.name, ": resources.limits.cpu is not set"])
+	msg := concat("", ["POD-15 ", entry.label, ": container ", entry.container.name, ": resources.limits.cpu is not set"])
 }
 
 deny contains msg if {

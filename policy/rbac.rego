@@ -8,7 +8,7 @@ rbac_api_group := "rbac.authorization.k8s.io"
 
 rule_kinds := {"Role", "ClusterRole"}
 
-rule_objects := [obj | some obj in documents; obj.kind in rule_kinds]
+rule_objects := array.concat(object.get(by_kind, "Role", []), object.get(by_kind, "ClusterRole", []))
 
 # --- the expected permission set --------------------------------------------------------------
 
@@ -78,28 +78,28 @@ expected_lease(role) := name if {
 # --- RBAC-1: namespaced only -----------------------------------------------------------------
 
 deny contains msg if {
-	some obj in documents
-	obj.kind in {"ClusterRole", "ClusterRoleBinding"}
-	msg := concat("", ["RBAC-1 ", label(obj), ": cluster-scoped RBAC is never rendered (SPEC §10)"])
+	some head in heads
+	head.kind in {"ClusterRole", "ClusterRoleBinding"}
+	msg := concat("", ["RBAC-1 ", head.label, ": cluster-scoped RBAC is never rendered (SPEC §10)"])
 }
 
 # --- RBAC-2: explicit namespace, the coordination namespace ------------------------------------
 
 deny contains msg if {
-	some obj in documents
-	obj.kind in {"Role", "RoleBinding"}
-	namespace_of(obj) == ""
-	msg := concat("", ["RBAC-2 ", label(obj), ": metadata.namespace must be set explicitly to the coordination namespace"])
+	some head in heads
+	head.kind in {"Role", "RoleBinding"}
+	head.namespace == ""
+	msg := concat("", ["RBAC-2 ", head.label, ": metadata.namespace must be set explicitly to the coordination namespace"])
 }
 
 deny contains msg if {
-	some obj in documents
-	obj.kind in {"Role", "RoleBinding"}
+	some head in heads
+	head.kind in {"Role", "RoleBinding"}
 	some config in runtime_configs
 	want := object.get(config, ["store", "namespace"], "")
 	want != ""
-	namespace_of(obj) != want
-	msg := concat("", ["RBAC-2 ", label(obj), ": namespace ", namespace_of(obj), " is not the coordination namespace ", want, " of config.json"])
+	head.namespace != want
+	msg := concat("", ["RBAC-2 ", head.label, ": namespace ", head.namespace, " is not the coordination namespace ", want, " of config.json"])
 }
 
 deny contains msg if {

@@ -51,7 +51,9 @@ def discover(modules: Sequence[Module]) -> list[TestCase]:
         if package is None:
             continue
         for rule in _TEST_RULE.findall(module.source):
-            cases.setdefault((package.group(1), rule), TestCase(module.name, package.group(1), rule))
+            cases.setdefault(
+                (package.group(1), rule), TestCase(module.name, package.group(1), rule)
+            )
     return list(cases.values())
 
 

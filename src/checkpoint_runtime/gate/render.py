@@ -1,0 +1,373 @@
+"""Render the chart and validate what goes in (values) and what comes out (manifests).
+
+Two renderers give the same manifests: the in-process Helm SDK (helm-python-sdk, fast, no
+process per document) and the `helm template` CLI (what platform teams run). Both enforce the
+chart's values.schema.json themselves; `ValuesSchema` checks the same schema with jsonschema so
+a failure names the key path independently of Helm's message format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from helm_python import Chart, parse_set_string
+
+from checkpoint_runtime.gate.paths import PROJECT_ROOT
+
+Json = dict[str, Any]
+
+DEFAULT_RELEASE = "cr"
+DEFAULT_NAMESPACE = "default"
+# The Kubernetes schemas manifests are checked against (the test environment's minor version).
+KUBERNETES_VERSION = "1.36"
+
+
+class RenderError(RuntimeError):
+    """The chart did not render (bad values, failing template, or Helm's schema check)."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One rendered Kubernetes object and the template it came from."""
+
+    source: str
+    document: Json
+
+    @property
+    def kind(self) -> str:
+        return str(self.document.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return str(self.document.get("metadata", {}).get("name", ""))
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> Json:
+    """Helm's coalescing of values files: maps merge key by key, anything else is replaced."""
+    merged: Json = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_values(files: Iterable[Path] = (), sets: Iterable[str] = ()) -> Json:
+    """User values as `helm -f a.yaml -f b.yaml --set k=v` would compose them."""
+    values: Json = {}
+    for path in files:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise RenderError(f"{path}: a values file must hold a mapping")
+        values = deep_merge(values, loaded)
+    for expression in sets:
+        values = deep_merge(values, parse_set_string(expression))
+    return values
+
+
+def _documents(source: str, text: str) -> list[Manifest]:
+    return [
+        Manifest(source, document)
+        for document in yaml.safe_load_all(text)
+        if isinstance(document, dict) and document
+    ]
+
+
+def sort_manifests(manifests: Iterable[Manifest]) -> list[Manifest]:
+    """A stable order independent of the renderer: by kind, then name."""
+    return sorted(manifests, key=lambda manifest: (manifest.kind, manifest.name))
+
+
+class SdkRenderer:
+    """The chart loaded once into the in-process Helm SDK."""
+
+    def __init__(self, chart_dir: Path) -> None:
+        self.chart_dir = chart_dir
+        self._chart = Chart.load(chart_dir)
+
+    def merged_values(self, values: Json) -> Json:
+        """The chart's defaults coalesced with `values`, as an install would use them."""
+        return self._chart.merge_values(values)
+
+    def render(
+        self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
+    ) -> list[Manifest]:
+        try:
+            rendered = self._chart.render(values=values, name=release, namespace=namespace)
+        except Exception as error:  # helm_python raises one class per failure kind
+            raise RenderError(str(error)) from error
+        manifests: list[Manifest] = []
+        for source in sorted(rendered):
+            if source.endswith((".yaml", ".yml")):
+                manifests.extend(_documents(source, rendered[source]))
+        return manifests
+
+    def notes(
+        self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
+    ) -> str:
+        rendered = self._chart.render(values=values, name=release, namespace=namespace)
+        return next((text for path, text in rendered.items() if path.endswith("NOTES.txt")), "")
+
+
+_SOURCE = re.compile(r"^# Source: (.+)$", re.MULTILINE)
+
+
+def parse_helm_template(output: str) -> list[Manifest]:
+    """Split `helm template` output into manifests, using its `# Source:` comments."""
+    manifests: list[Manifest] = []
+    for chunk in re.split(r"^---\s*$", output, flags=re.MULTILINE):
+        match = _SOURCE.search(chunk)
+        manifests.extend(_documents(match.group(1) if match else "", chunk))
+    return manifests
+
+
+def find_helm() -> Path:
+    """The pinned helm binary: $CHECKPOINT_HELM, else the test environment's build (cached)."""
+    explicit = os.environ.get("CHECKPOINT_HELM")
+    if explicit:
+        return Path(explicit)
+    return _built_helm()
+
+
+@cache
+def _built_helm() -> Path:
+    script = PROJECT_ROOT / "scripts" / "testenv" / "build.sh"
+    completed = subprocess.run(
+        [str(script)], check=True, capture_output=True, text=True, cwd=PROJECT_ROOT
+    )
+    return Path(completed.stdout.strip().splitlines()[-1]) / "helm"
+
+
+class CliRenderer:
+    """`helm template` in a subprocess, one process per values document."""
+
+    def __init__(self, chart_dir: Path, helm: Path | None = None) -> None:
+        self.chart_dir = chart_dir
+        self.helm = helm or find_helm()
+
+    def render(
+        self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
+    ) -> list[Manifest]:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as handle:
+            json.dump(values, handle)  # JSON is YAML: helm reads it with -f
+            handle.flush()
+            command = [
+                str(self.helm),
+                "template",
+                release,
+                str(self.chart_dir),
+                "--namespace",
+                namespace,
+                "-f",
+                handle.name,
+            ]
+            completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            raise RenderError(completed.stderr.strip() or f"helm exited {completed.returncode}")
+        return parse_helm_template(completed.stdout)
+
+    def lint(self, values: Json, *, strict: bool = True) -> subprocess.CompletedProcess[str]:
+        """`helm lint [--strict]` of the chart with `values`; the caller reads returncode/output."""
+        with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as handle:
+            json.dump(values, handle)
+            handle.flush()
+            command = [str(self.helm), "lint", str(self.chart_dir), "-f", handle.name]
+            if strict:
+                command.append("--strict")
+            return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+@dataclass(frozen=True)
+class SchemaViolation:
+    """One values-schema failure, located by its key path (e.g. `checkpoint.store`)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<root>'}: {self.message}"
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    """`("checkpoint", "collectors", 0, "feed")` -> `checkpoint.collectors[0].feed`."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class ValuesSchema:
+    """The chart's values.schema.json, checked with jsonschema (format-agnostic of Helm)."""
+
+    def __init__(self, schema_path: Path) -> None:
+        self.schema: Json = json.loads(schema_path.read_text(encoding="utf-8"))
+        validator_class = jsonschema.validators.validator_for(self.schema)
+        validator_class.check_schema(self.schema)
+        self._validator = validator_class(self.schema)
+
+    def violations(self, values: Json) -> list[SchemaViolation]:
+        errors = sorted(self._validator.iter_errors(values), key=lambda e: list(e.absolute_path))
+        return [SchemaViolation(key_path(error.absolute_path), error.message) for error in errors]
+
+
+# Prometheus-operator kinds have no schema in kubernetes-validate; they get this structural check
+# instead (required top-level fields, a closed top level, the fields the chart relies on).
+_CRD_SCHEMAS: dict[tuple[str, str], Json] = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"$ref": "#/$defs/metadata"},
+            "spec": {
+                "type": "object",
+                "required": ["selector", "endpoints"],
+                "properties": {
+                    "selector": {"type": "object"},
+                    "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+                    "namespaceSelector": {"type": "object"},
+                },
+            },
+        },
+    },
+    ("monitoring.coreos.com/v1", "PrometheusRule"): {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"$ref": "#/$defs/metadata"},
+            "spec": {
+                "type": "object",
+                "required": ["groups"],
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "rules"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1},
+                                "rules": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["expr"],
+                                        "properties": {
+                                            "alert": {"type": "string"},
+                                            "record": {"type": "string"},
+                                            "expr": {"type": ["string", "integer"]},
+                                            "for": {"type": "string"},
+                                            "labels": {"type": "object"},
+                                            "annotations": {"type": "object"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
+}
+
+_CRD_METADATA: Json = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+class KubernetesValidator:
+    """Strict validation against kubernetes-validate's schemas of one pinned Kubernetes version.
+
+    kubernetes_validate.validate() re-reads the large definitions file on every call (about
+    20 ms a document); this keeps one jsonschema validator per (apiVersion, kind) instead, built
+    from the same packaged schema files, so property tests can afford it.
+    """
+
+    def __init__(self, version: str = KUBERNETES_VERSION, *, strict: bool = True) -> None:
+        self.version = version
+        self.strict = strict
+
+    def violations(self, manifest: Manifest) -> list[str]:
+        document = manifest.document
+        key = (str(document.get("apiVersion", "")), manifest.kind)
+        if key in _CRD_SCHEMAS:
+            validator: Any = _crd_validator(key)
+        else:
+            validator = _kubernetes_validator(self.version, self.strict, *key)
+            if validator is None:
+                return [f"no Kubernetes {self.version} schema for {key[0]} {key[1]}"]
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+        return [f"{key_path(error.absolute_path) or '<root>'}: {error.message}" for error in errors]
+
+
+@cache
+def _crd_validator(key: tuple[str, str]) -> Any:
+    schema = {**_CRD_SCHEMAS[key], "$defs": {"metadata": _CRD_METADATA}}
+    return jsonschema.Draft202012Validator(schema)
+
+
+@cache
+def _kubernetes_validator(version: str, strict: bool, api_version: str, kind: str) -> Any:
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
+
+    folder = f"v{_schema_version(version)}-local{'-strict' if strict else ''}"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = utils.schema_contents(
+            f"kubernetes-json-schema/{folder}/{kind.lower()}-{group_version}.json", version
+        )
+    except FileNotFoundError:
+        return None
+    definitions = utils.schema_contents(
+        f"kubernetes-json-schema/{folder}/_definitions.json", version
+    )
+    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(definitions) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _schema_version(version: str) -> str:
+    """The newest packaged schema folder not newer than `version` (e.g. 1.36 -> 1.36.0)."""
+    from kubernetes_validate import utils
+
+    wanted = tuple(int(part) for part in version.split(".")[:2])
+    candidates = [v for v in utils.all_versions() if tuple(map(int, v.split(".")[:2])) <= wanted]
+    if not candidates:
+        raise RenderError(f"kubernetes-validate has no schemas for Kubernetes {version}")
+    return candidates[-1]
+
+
+def manifest_label(manifest: Manifest) -> str:
+    return f"{manifest.kind} {manifest.name}"
+
+
+def describe(manifests: Sequence[Manifest]) -> list[str]:
+    """`Kind name` of each manifest, for messages and test ids."""
+    return [manifest_label(manifest) for manifest in manifests]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import select
 import socket
 import ssl
 import struct
@@ -222,7 +223,10 @@ class FaultProxy:
                     return
                 if rule is not None and action is Action.DELAY:
                     time.sleep(rule.seconds)
-                if upstream is None or upstream_reader is None:
+                if upstream is None or upstream_reader is None or _dropped(upstream):
+                    if upstream is not None:
+                        self._untrack(upstream)
+                        upstream.close()
                     upstream = self._connect_upstream()
                     upstream_reader = upstream.makefile("rb")
                 upstream.sendall(request.head + body)
@@ -405,6 +409,18 @@ def _copy_chunked(reader: BufferedIOBase, send: Callable[[bytes], object]) -> No
             send(trailer)
             return
         send(size_line + _read_exact(reader, size + 2))  # data and its CRLF
+
+
+def _dropped(upstream: ssl.SSLSocket) -> bool:
+    """True if an idle keep-alive connection was closed by the server (e.g. it restarted).
+
+    Between answers nothing may arrive, so a readable socket means EOF (or garbage): reconnect
+    instead of sending into it and inventing a lost answer the server never caused.
+    """
+    if upstream.pending():
+        return True
+    readable, _, _ = select.select([upstream], [], [], 0)
+    return bool(readable)
 
 
 def _reset(sock: socket.socket) -> None:

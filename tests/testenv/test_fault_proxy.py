@@ -184,3 +184,16 @@ def test_large_and_streamed_answers_pass_through(
     first = next(iter(events))
     assert first["type"] == "ADDED"
     assert first["object"].metadata.name == "big"
+
+
+def test_proxy_reconnects_upstream_after_an_apiserver_restart(
+    control_plane: ControlPlane, proxy: FaultProxy, namespace: str
+) -> None:
+    """A stale upstream connection must not turn a request into a spurious lost answer."""
+    core = proxied_core(control_plane, proxy, retries=0)
+    seed(core, namespace)
+
+    control_plane.restart_apiserver()
+
+    assert core.read_namespaced_config_map("cm", namespace).data == {"v": "old"}
+    assert proxy.events[-1].upstream_status == 200

@@ -1,0 +1,181 @@
+"""The flowlogs collector against a local HTTP server started by the test, on the file store."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector, parse_rfc3339
+from checkpoint_runtime.collectors.objectstore import rfc3339_ns
+from checkpoint_runtime.store import Store
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+class FlowLogServer:
+    """Serves records whose `at` lies in [start, end); can be told to fail."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.failing = False
+        self.requests: list[tuple[datetime, datetime]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                start, end = parse_rfc3339(query["start"][0]), parse_rfc3339(query["end"][0])
+                outer.requests.append((start, end))
+                if outer.failing:
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                chosen = [r for r in outer.records if start <= parse_rfc3339(r["at"]) < end]
+                body = json.dumps({"logs": chosen}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/flowlogs"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def add(self, at: datetime, n: int) -> None:
+        self.records.append({"at": rfc3339_ns(at), "n": n})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def numbers(self) -> list[int]:
+        return [r["record"]["n"] for r in self.records]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def server() -> Iterator[FlowLogServer]:
+    running = FlowLogServer()
+    yield running
+    running.close()
+
+
+def open_store(folder: Path) -> Store:
+    folder.mkdir(exist_ok=True)
+    return Store.open(FileBackend(folder, "cr"), writer="test", debounce_seconds=0)
+
+
+def make(store: Store, sink: ListSink, server: FlowLogServer, clock: Clock) -> FlowLogsCollector:
+    return FlowLogsCollector(
+        store, sink, url=server.url, tailnet="tn1", poll_seconds=10, replay_window_seconds=60,
+        now=clock,
+    )  # fmt: skip
+
+
+def test_polls_advance_the_time_cursor_without_repeating(
+    tmp_path: Path, server: FlowLogServer
+) -> None:
+    clock, sink, store = Clock(), ListSink(), open_store(tmp_path / "cp")
+    server.add(T0 - timedelta(seconds=5), 1)
+    server.add(T0 - timedelta(seconds=30), 0)  # before the first window: not backfilled
+    flow = make(store, sink, server, clock)
+    assert flow.poll() == 1
+    assert store.get("tn1/flowlogs/cursor") == rfc3339_ns(T0)
+    server.add(T0 + timedelta(seconds=3), 2)
+    clock.now = T0 + timedelta(seconds=10)
+    assert flow.poll() == 1
+    assert sink.numbers() == [1, 2]
+    assert server.requests[-1] == (T0, T0 + timedelta(seconds=10))
+    assert list(store.shard_states()) == ["tn1/flowlogs"]
+
+
+def test_a_failed_window_is_replayed_after_recovery_and_its_row_removed(
+    tmp_path: Path, server: FlowLogServer
+) -> None:
+    clock, sink, store = Clock(), ListSink(), open_store(tmp_path / "cp")
+    flow = make(store, sink, server, clock)
+    flow.poll()
+    server.add(T0 + timedelta(seconds=4), 7)
+    server.failing = True
+    clock.now = T0 + timedelta(seconds=10)
+    assert flow.poll() == 0
+    replay = store.items("tn1/flowlogs/replay/")
+    assert [json.loads(v) for _, v in replay] == [
+        {"from": rfc3339_ns(T0), "to": rfc3339_ns(T0 + timedelta(seconds=10))}
+    ]
+    assert store.get("tn1/flowlogs/cursor") == rfc3339_ns(clock.now)  # live data moves on
+    server.failing = False
+    server.add(T0 + timedelta(seconds=15), 8)
+    clock.now = T0 + timedelta(seconds=20)
+    assert flow.poll() == 2
+    assert sink.numbers() == [7, 8]
+    assert store.items("tn1/flowlogs/replay/") == []
+
+
+def test_replay_windows_older_than_the_limit_are_given_up(
+    tmp_path: Path, server: FlowLogServer
+) -> None:
+    clock, sink, store = Clock(), ListSink(), open_store(tmp_path / "cp")
+    flow = make(store, sink, server, clock)
+    flow.poll()
+    server.failing = True
+    clock.now = T0 + timedelta(seconds=10)
+    flow.poll()
+    assert len(store.items("tn1/flowlogs/replay/")) == 1
+    clock.now = T0 + timedelta(seconds=80)  # the failed window ended 70 s ago > 60 s
+    flow.poll()
+    keys = [key for key, _ in store.items("tn1/flowlogs/replay/")]
+    assert keys == [f"tn1/flowlogs/replay/{rfc3339_ns(T0 + timedelta(seconds=10))}"]
+
+
+def test_a_restart_continues_from_the_stored_cursor(tmp_path: Path, server: FlowLogServer) -> None:
+    clock, sink = Clock(), ListSink()
+    server.add(T0 - timedelta(seconds=1), 1)
+    make(open_store(tmp_path / "cp"), sink, server, clock).poll()
+    server.add(T0 + timedelta(seconds=1), 2)
+    clock.now = T0 + timedelta(seconds=5)
+    again = ListSink()
+    make(open_store(tmp_path / "cp"), again, server, clock).poll()
+    assert again.numbers() == [2]
+    assert server.requests[-1] == (T0, T0 + timedelta(seconds=5))
+
+
+def test_nanosecond_timestamps_parse() -> None:
+    parsed = parse_rfc3339("2026-03-01T00:00:00.123456789Z")
+    assert parsed == datetime(2026, 3, 1, 0, 0, 0, 123456, tzinfo=UTC)
+    assert rfc3339_ns(parsed) == "2026-03-01T00:00:00.123456000Z"

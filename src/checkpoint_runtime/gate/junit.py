@@ -1,0 +1,67 @@
+"""JUnit XML for CI systems: one test suite per values document, one test case per check.
+
+A check that produced deny findings is a failure (one `<failure>` per case, listing every
+finding); warnings go into `<system-out>`; a check without findings passes.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from checkpoint_runtime.gate.engine import Level
+from checkpoint_runtime.gate.pipeline import (
+    CHECK_KUBERNETES,
+    CHECK_POLICY,
+    CHECK_RENDER,
+    CHECK_VALUES,
+    GateResult,
+)
+
+CHECKS = (CHECK_VALUES, CHECK_RENDER, CHECK_KUBERNETES, CHECK_POLICY)
+
+
+def junit_xml(results: Sequence[tuple[str, GateResult]]) -> str:
+    """`results`: (values document name, its gate result), in the order they ran."""
+    suites = ET.Element("testsuites", name="checkpoint-runtime gate")
+    total_tests = total_failures = 0
+    for name, result in results:
+        suite = ET.SubElement(suites, "testsuite", name=name)
+        failures = 0
+        for check in CHECKS:
+            case = ET.SubElement(suite, "testcase", classname=f"gate.{name}", name=check)
+            findings = result.of_check(check)
+            denied = [f for f in findings if f.level is Level.DENY]
+            warned = [f for f in findings if f.level is Level.WARN]
+            if denied:
+                failures += 1
+                failure = ET.SubElement(
+                    case, "failure", message=f"{len(denied)} deny finding(s)", type=check
+                )
+                failure.text = "\n".join(_line(f.rule, f.obj, f.message, f.source) for f in denied)
+            if warned:
+                out = ET.SubElement(case, "system-out")
+                out.text = "\n".join(_line(f.rule, f.obj, f.message, f.source) for f in warned)
+        suite.set("tests", str(len(CHECKS)))
+        suite.set("failures", str(failures))
+        suite.set("errors", "0")
+        total_tests += len(CHECKS)
+        total_failures += failures
+    suites.set("tests", str(total_tests))
+    suites.set("failures", str(total_failures))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _line(rule: str, obj: str, message: str, source: str) -> str:
+    """Policy messages already start with their rule and object; other checks get both added."""
+    where = f" ({source})" if source else ""
+    if message.startswith(f"{rule} "):
+        return f"{message}{where}"
+    return f"{rule} {obj}: {message}{where}" if obj else f"{rule}: {message}{where}"
+
+
+def write_junit_xml(path: Path, results: Sequence[tuple[str, GateResult]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(junit_xml(results), encoding="utf-8")

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 
 # name -> module exposing `register(subparsers) -> None`; the module sets `func` on its parser,
 # a callable taking the parsed namespace and returning the exit code.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "gate": "checkpoint_runtime.gate.cli",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -98,6 +98,16 @@ bench-render: setup testenv-build
 bench-store: setup
     {{ py }} scripts/bench/store.py
 
+# every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
+[group('bench')]
+bench: setup testenv-build
+    {{ py }} scripts/bench/all.py
+
+# the bounded reliability soak (races, faults, crashes, load) against the real API server
+[group('test')]
+soak *ARGS: setup testenv-build
+    {{ py }} scripts/soak.py {{ ARGS }}
+
 # the main job: render the chart and print the gate's verdict and an RBAC summary
 [group('demo')]
 demo: setup testenv-build

@@ -1,0 +1,211 @@
+"""docs/rbac.md for security reviewers: every RBAC rule the chart can render, and why.
+
+The report is generated from renders, not written by hand: the chart is rendered over its value
+matrix (defaults, every ci/*-values.yaml, the file store, rbac off) and every permission found
+in a rendered Role is listed with the store operation that needs it and the reason it cannot be
+narrower (SPEC §10). A permission without an entry in `PURPOSES` is printed as unexplained, so a
+template change that widens the Role shows up in review as a diff of this file.
+
+Deterministic: no timestamps, sorted tables; `just gen` leaves no diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from checkpoint_runtime.gate.render import DEFAULT_RELEASE, Json, SdkRenderer
+
+REPORT_PATH = Path("docs/rbac.md")
+CHART = Path("charts/checkpoint-runtime")
+CI_VALUES = Path("ci")
+LEASE_PLACEHOLDER = "<leaseName>"
+# A namespace that cannot be mistaken for the "default" ServiceAccount in the placement table.
+REPORT_NAMESPACE = "apps"
+
+
+@dataclass(frozen=True)
+class Purpose:
+    operation: str
+    why_not_narrower: str
+
+
+# (apiGroup, resource, verb, pinned) -> what the store does with it and why it is this wide.
+PURPOSES: dict[tuple[str, str, str, bool], Purpose] = {
+    ("", "configmaps", "get", False): Purpose(
+        "Read one shard back: on open, and to resolve an uncertain write by recognising its "
+        "write id (SPEC §7).",
+        "Shard names are derived from the Lease name and a hash of each collector namespace, "
+        "so the set grows with the config; resourceNames match exact names only, with no "
+        "prefix or wildcard.",
+    ),
+    ("", "configmaps", "list", False): Purpose(
+        "Discover the store's shards by label selector on open (SPEC §5).",
+        "list restricted by resourceNames works only with an exact metadata.name field "
+        "selector, which discovery does not have: it is looking for names it does not know yet.",
+    ),
+    ("", "configmaps", "create", False): Purpose(
+        "First write of a shard that does not exist yet (a new collector), and the shards "
+        "written by legacy migration (SPEC §7, §8).",
+        "RBAC cannot restrict create by resourceNames: the object has no name at "
+        "authorization time.",
+    ),
+    ("", "configmaps", "update", False): Purpose(
+        "Every later shard write, guarded by the shard's resourceVersion, and the marker "
+        "written on the legacy ConfigMap once migration is durable (SPEC §7, §8).",
+        "Same as get: shard names are hashes that depend on the config, and there is no prefix "
+        "matching in resourceNames.",
+    ),
+    ("coordination.k8s.io", "leases", "get", True): Purpose(
+        "Leader election: read the Lease to see who holds it and whether it expired (SPEC §7).",
+        "Already as narrow as RBAC allows: pinned to the one Lease name.",
+    ),
+    ("coordination.k8s.io", "leases", "update", True): Purpose(
+        "Leader election: renew the Lease, or take it over once it expired (SPEC §7).",
+        "Already as narrow as RBAC allows: pinned to the one Lease name.",
+    ),
+    ("coordination.k8s.io", "leases", "create", False): Purpose(
+        "Leader election: the first election creates the Lease (SPEC §7).",
+        "RBAC cannot restrict create by resourceNames, so this rule is kept apart from the "
+        "pinned get/update rule.",
+    ),
+}
+
+NOT_GRANTED = (
+    "delete, deletecollection, watch, patch, `*`, bind, escalate, impersonate; any other "
+    "resource (secrets, pods, ...); any ClusterRole or ClusterRoleBinding."
+)
+
+
+def value_matrix(root: Path) -> list[tuple[str, Json]]:
+    """The values documents the report renders, named as a reviewer would recognise them."""
+    matrix: list[tuple[str, Json]] = [("defaults", {})]
+    for path in sorted((root / CI_VALUES).glob("*-values.yaml")):
+        matrix.append((f"ci/{path.name}", yaml.safe_load(path.read_text(encoding="utf-8")) or {}))
+    matrix.append(("checkpoint.store=file", {"checkpoint": {"store": "file"}}))
+    matrix.append(("rbac.create=false", {"rbac": {"create": False}}))
+    return matrix
+
+
+@dataclass(frozen=True)
+class RenderedRole:
+    values: str
+    role: Json | None
+    binding: Json | None
+
+
+def rendered_roles(root: Path) -> list[RenderedRole]:
+    renderer = SdkRenderer(root / CHART)
+    rows: list[RenderedRole] = []
+    for name, values in value_matrix(root):
+        manifests = renderer.render(values, release=DEFAULT_RELEASE, namespace=REPORT_NAMESPACE)
+        role = next((m.document for m in manifests if m.kind == "Role"), None)
+        binding = next((m.document for m in manifests if m.kind == "RoleBinding"), None)
+        rows.append(RenderedRole(name, role, binding))
+    return rows
+
+
+def permissions(role: Json) -> set[tuple[str, str, str, str]]:
+    """(apiGroup, resource, verb, resourceName or "") for every grant of a Role."""
+    found: set[tuple[str, str, str, str]] = set()
+    for rule in role.get("rules", []):
+        names = rule.get("resourceNames") or [""]
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                for verb in rule.get("verbs", []):
+                    found.update((group, resource, verb, name) for name in names)
+    return found
+
+
+VERB_ORDER = ("get", "list", "create", "update")
+
+
+def _sort_key(key: tuple[str, str, str, bool]) -> tuple[str, str, int, str]:
+    group, resource, verb, _ = key
+    order = VERB_ORDER.index(verb) if verb in VERB_ORDER else len(VERB_ORDER)
+    return (group, resource, order, verb)
+
+
+def render_report(rows: Iterable[RenderedRole]) -> str:
+    rows = list(rows)
+    grants: dict[tuple[str, str, str, bool], set[str]] = {}
+    for row in rows:
+        if row.role is None:
+            continue
+        for group, resource, verb, name in permissions(row.role):
+            grants.setdefault((group, resource, verb, bool(name)), set()).add(row.values)
+    everywhere = {row.values for row in rows if row.role is not None}
+
+    lines = [
+        "# RBAC of the checkpoint-runtime chart",
+        "",
+        "Generated by `just gen` (`checkpoint_runtime.gate.report`) from renders of the chart; do not",
+        "edit by hand. Every permission any of the values below renders is listed, with the store",
+        "operation that needs it and why it cannot be narrower (SPEC §10). The policy gate",
+        "(`policy/rbac.rego`, rule RBAC-3) denies any render whose Role differs from this set.",
+        "",
+        "## Permissions",
+        "",
+        "One namespaced Role in the coordination namespace, bound by one RoleBinding to the chart's",
+        "ServiceAccount only.",
+        "",
+        "| API group | resource | verb | resourceNames | store operation | why it cannot be narrower | rendered by |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(grants, key=_sort_key):
+        group, resource, verb, pinned = key
+        purpose = PURPOSES.get(key)
+        operation = purpose.operation if purpose else "**unexplained: not in SPEC §10**"
+        why = purpose.why_not_narrower if purpose else "**review this rule**"
+        rendered_by = "every values document that renders a Role" if grants[key] == everywhere else (
+            ", ".join(sorted(grants[key]))
+        )
+        lines.append(
+            f"| `{group or 'core'}` | `{resource}` | `{verb}` | "
+            f"{'`' + LEASE_PLACEHOLDER + '`' if pinned else 'any'} | {operation} | {why} | "
+            f"{rendered_by} |"
+        )
+    lines += [
+        "",
+        f"Never granted, for any valid values: {NOT_GRANTED}",
+        "",
+        "## Where the Role lands",
+        "",
+        f"Rendered as release `{DEFAULT_RELEASE}` in namespace `{REPORT_NAMESPACE}`.",
+        "",
+        "| values | Role | namespace | Lease pinned | bound to |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(_placement(row))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _placement(row: RenderedRole) -> str:
+    if row.role is None:
+        return f"| {row.values} | none | - | - | - |"
+    metadata: dict[str, Any] = row.role.get("metadata", {})
+    leases = sorted({name for _, resource, _, name in permissions(row.role) if name})
+    subjects = (row.binding or {}).get("subjects", [])
+    bound = ", ".join(
+        f"{s.get('kind')} {s.get('namespace', '')}/{s.get('name')}" for s in subjects
+    ) or "no RoleBinding"
+    return (
+        f"| {row.values} | `{metadata.get('name', '')}` | `{metadata.get('namespace', '')}` | "
+        f"{', '.join(f'`{lease}`' for lease in leases) or '-'} | {bound} |"
+    )
+
+
+def write_rbac_report(root: Path) -> None:
+    """Regenerate docs/rbac.md under `root` (written only when its content changes)."""
+    content = render_report(rendered_roles(root))
+    path = root / REPORT_PATH
+    if path.exists() and path.read_text(encoding="utf-8") == content:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")

@@ -1,0 +1,185 @@
+"""Legacy migration on both backends (SPEC §8; issue 4 acceptance 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from store_harness import LEGACY, Harness, RawObject, open_store
+
+from checkpoint_runtime import migration
+from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
+from checkpoint_runtime.constants import ANNOTATION_LEGACY_DIGEST, ANNOTATION_MIGRATED
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import (
+    CheckpointError,
+    ConflictError,
+    KeyGrammarError,
+    LegacyConflictError,
+    LegacyFormatError,
+)
+from checkpoint_runtime.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.store import Store
+from checkpoint_runtime.workload import CONFIGURATIONS
+
+ROWS = CONFIGURATIONS[1].rows(seen_rows=300)  # three feeds and a flowlogs collector
+SHARDS = 4
+
+
+class Crash(BaseException):
+    """Stands for the process dying mid-migration: nothing after it runs."""
+
+
+@dataclass
+class FailingBackend:
+    """Delegates to a real backend, failing the `nth` create with `error`."""
+
+    inner: Backend
+    nth: int
+    error: Callable[[str], BaseException]
+    creates: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create_shard(self, write: ShardWrite, deadline: Deadline) -> WriteResult:
+        self.creates.append(write.shard)
+        if len(self.creates) == self.nth:
+            raise self.error(write.shard)
+        return self.inner.create_shard(write, deadline)
+
+
+def snapshot(harness: Harness) -> dict[str, RawObject | None]:
+    return {name: harness.raw(name) for name in harness.object_names()}
+
+
+def test_open_over_legacy_state_migrates_and_leaves_the_legacy_data_unchanged(
+    harness: Harness,
+) -> None:
+    value = encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, value)
+
+    store = open_store(harness, legacy_name=LEGACY)
+
+    assert dict(store.items()) == ROWS
+    assert len(harness.object_names()) == SHARDS
+    after, annotations = harness.legacy(LEGACY)
+    assert after == value
+    assert annotations[ANNOTATION_MIGRATED] == legacy_digest(value)
+    for name in harness.object_names():
+        stored = harness.raw(name)
+        assert stored is not None
+        assert stored.annotations[ANNOTATION_LEGACY_DIGEST] == legacy_digest(value)
+    again = open_store(harness, legacy_name=LEGACY)  # a completed migration is not redone
+    assert dict(again.items()) == ROWS
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(
+            lambda shard: CheckpointError(f"create of {shard} failed"), id="create-failure"
+        ),
+        pytest.param(lambda shard: ConflictError(shard, "already exists"), id="conflict"),
+        pytest.param(lambda shard: Crash(), id="crash-between-shards"),
+    ],
+)
+def test_interrupted_migration_resumes_on_the_next_open(
+    harness: Harness, failure: Callable[[str], BaseException]
+) -> None:
+    value = encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, value)
+    failing = FailingBackend(harness.backend(LEGACY), nth=2, error=failure)
+
+    with pytest.raises((ExceptionGroup, Crash)):
+        Store.open(failing, writer="w", epoch=1)  # type: ignore[arg-type]
+
+    assert 1 <= len(harness.object_names()) < SHARDS
+    assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]  # never mistaken for complete
+    store = open_store(harness, legacy_name=LEGACY)
+    assert dict(store.items()) == ROWS
+    assert harness.legacy(LEGACY) == (value, {ANNOTATION_MIGRATED: legacy_digest(value)})
+
+
+@pytest.mark.parametrize("old_release_keeps_annotations", [True, False])
+def test_legacy_changed_after_migration_is_refused_and_nothing_is_written(
+    harness: Harness, old_release_keeps_annotations: bool
+) -> None:
+    original = encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, original)
+    open_store(harness, legacy_name=LEGACY)
+    changed = encode_legacy({**ROWS, "tailnet-1/flowlogs/cursor": "rolled back and ran again"})
+    harness.write_legacy(LEGACY, changed)
+    if not old_release_keeps_annotations:
+        drop_legacy_annotations(harness)
+    before = snapshot(harness), harness.legacy(LEGACY)
+
+    with pytest.raises(LegacyConflictError) as raised:
+        open_store(harness, legacy_name=LEGACY)
+
+    assert raised.value.legacy_digest == legacy_digest(changed)
+    assert raised.value.shards_digest == legacy_digest(original)
+    assert legacy_digest(changed) in str(raised.value)
+    assert legacy_digest(original) in str(raised.value)
+    assert (snapshot(harness), harness.legacy(LEGACY)) == before
+
+
+def drop_legacy_annotations(harness: Harness) -> None:
+    """An old release that rewrites its ConfigMap from scratch loses our annotation."""
+    if harness.kind == "file":
+        from checkpoint_runtime.backends.file import write_legacy_file
+
+        folder = harness.folder  # type: ignore[attr-defined]
+        write_legacy_file(folder, LEGACY, harness.legacy(LEGACY)[0], annotations={})
+    else:
+        admin, namespace = harness.admin, harness.namespace  # type: ignore[attr-defined]
+        item = admin.read_namespaced_config_map(LEGACY, namespace)
+        item.metadata.annotations = {}
+        admin.replace_namespaced_config_map(LEGACY, namespace, item)
+
+
+def test_legacy_appearing_beside_shards_not_from_it_is_refused(harness: Harness) -> None:
+    open_store(harness).batch({"tailnet-1/flowlogs/cursor": "new release"})
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    with pytest.raises(LegacyConflictError, match="none"):
+        open_store(harness, legacy_name=LEGACY)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("{not json", LegacyFormatError),
+        ('{"flowlogs/cursor": 5}', LegacyFormatError),
+        ('{"nonsense-key": "x"}', KeyGrammarError),
+    ],
+)
+def test_bad_legacy_state_is_a_named_error_and_nothing_is_written(
+    harness: Harness, value: str, error: type[Exception]
+) -> None:
+    harness.write_legacy(LEGACY, value)
+    with pytest.raises(error):
+        open_store(harness, legacy_name=LEGACY)
+    assert harness.object_names() == []
+    assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]
+
+
+def test_operator_resolves_a_changed_legacy_either_way(harness: Harness) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY).batch({"tailnet-1/flowlogs/cursor": "shard side"})
+    legacy_rows = {"tailnet-1/flowlogs/cursor": "legacy side"}
+    harness.write_legacy(LEGACY, encode_legacy(legacy_rows))
+
+    plain = open_store(harness, legacy_name=LEGACY, migrate=False)
+    migration.resolve_keep_shards(plain, plain.new_deadline())
+    kept = open_store(harness, legacy_name=LEGACY)
+    assert kept.get("tailnet-1/flowlogs/cursor") == "shard side"
+
+    harness.write_legacy(LEGACY, encode_legacy({**legacy_rows, "flowlogs/cursor": "x"}))
+    with pytest.raises(LegacyConflictError):
+        open_store(harness, legacy_name=LEGACY)
+    plain = open_store(harness, legacy_name=LEGACY, migrate=False)
+    migration.resolve_from_legacy(plain, plain.new_deadline())
+    taken = open_store(harness, legacy_name=LEGACY)
+    assert dict(taken.items()) == {**legacy_rows, "flowlogs/cursor": "x"}

@@ -1,0 +1,82 @@
+"""Sizes on both backends (SPEC §6, §11; issue 4 acceptance 3): the measured configurations fit
+well under the limit, and a shard that does not fit fails visibly without losing anything."""
+
+from __future__ import annotations
+
+import pytest
+from store_harness import Harness, KubeHarness, open_store, raw_shard
+
+from checkpoint_runtime import codec
+from checkpoint_runtime.backends.base import ShardWrite
+from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import OversizeError
+from checkpoint_runtime.workload import CONFIGURATIONS, Configuration, FeedWorkload
+
+OVERSIZE_SHARD = "tn/objectstore/huge"
+OVERSIZE_ROWS = 40_000  # UUID-named seen rows; ~31 compressed bytes each
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.name)
+def test_section_11_configurations_persist_well_under_the_limit(
+    harness: Harness, configuration: Configuration
+) -> None:
+    rows = configuration.rows(seen_rows=5000)
+    store = open_store(harness)
+    store.batch(rows)
+
+    shards = configuration.feed_shards() + configuration.flowlogs_shards()
+    assert len(harness.object_names()) == len(shards)
+    for shard in shards:
+        stored = raw_shard(harness, shard)
+        assert stored is not None
+        assert len(stored.blob) < CONFIGMAP_VALUE_LIMIT // 10, shard  # >90 % headroom
+    assert dict(open_store(harness).items()) == rows
+
+
+@pytest.fixture(scope="module")
+def oversize_rows() -> dict[str, str]:
+    """Rows whose shard the production encoder really cannot fit (asserted, not assumed)."""
+    rows = FeedWorkload(OVERSIZE_SHARD, OVERSIZE_ROWS, "uuid").rows
+    assert codec.encode_shard(OVERSIZE_SHARD, rows).compressed_bytes > CONFIGMAP_VALUE_LIMIT
+    return rows
+
+
+def test_oversize_shard_fails_visibly_keeps_every_key_and_the_stored_shard(
+    harness: Harness, oversize_rows: dict[str, str]
+) -> None:
+    store = open_store(harness)
+    store.batch({f"{OVERSIZE_SHARD}/cursor": "before"})
+    before = raw_shard(harness, OVERSIZE_SHARD)
+
+    for key, value in oversize_rows.items():
+        store.set(key, value)
+    with pytest.raises(ExceptionGroup) as raised:
+        store.flush()
+
+    (error,) = raised.value.exceptions
+    assert isinstance(error, OversizeError)
+    assert (error.shard, error.limit, error.rows) == (
+        OVERSIZE_SHARD,
+        CONFIGMAP_VALUE_LIMIT,
+        len(oversize_rows),
+    )
+    assert error.size > CONFIGMAP_VALUE_LIMIT
+    assert OVERSIZE_SHARD in str(error) and str(CONFIGMAP_VALUE_LIMIT) in str(error)
+    assert raw_shard(harness, OVERSIZE_SHARD) == before
+    assert dict(store.items(OVERSIZE_SHARD + "/")) == oversize_rows
+    assert store.dirty_shards() == [OVERSIZE_SHARD]
+    rejections = store.metrics.registry.get_sample_value(
+        "checkpoint_oversize_rejections_total", {"shard": OVERSIZE_SHARD}
+    )
+    assert rejections == 1
+
+
+def test_api_server_422_for_a_too_large_shard_surfaces_as_oversize(kube: KubeHarness) -> None:
+    """Even if the encoder's check were bypassed, the server's answer is the same named error."""
+    blob = bytes(range(256)) * ((CONFIGMAP_VALUE_LIMIT // 256) + 10)
+    write = ShardWrite(OVERSIZE_SHARD, blob, {"checkpoint-runtime.io/rows": "3"})
+    with pytest.raises(OversizeError) as raised:
+        kube.backend().create_shard(write, Deadline(30))
+    assert raised.value.rows == 3
+    assert raw_shard(kube, OVERSIZE_SHARD) is None

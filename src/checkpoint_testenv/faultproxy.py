@@ -205,88 +205,72 @@ class FaultProxy:
     def _serve(self, raw: socket.socket) -> None:
         self._track(raw)
         downstream: ssl.SSLSocket | None = None
-        upstream: ssl.SSLSocket | None = None
+        upstream = _UpstreamLink(self._connect_upstream, self._untrack)
         try:
             downstream = self._server_tls.wrap_socket(raw, server_side=True)
             self._track(downstream)
             reader = downstream.makefile("rb")
-            upstream_reader: BufferedIOBase | None = None
-            while True:
-                request = _read_message(reader)
-                body = _read_body(reader, request, is_response=False)
-                method, path = _method_and_path(request)
-                rule = self._take_rule(method, path)
-                action = rule.action if rule else Action.PASSTHROUGH
-                if action is Action.RESET_BEFORE_FORWARD:
-                    self._record(method, path, action, None)
-                    _reset(downstream)
-                    return
-                if rule is not None and action is Action.DELAY:
-                    time.sleep(rule.seconds)
-                if upstream is None or upstream_reader is None or _dropped(upstream):
-                    if upstream is not None:
-                        self._untrack(upstream)
-                        upstream.close()
-                    upstream = self._connect_upstream()
-                    upstream_reader = upstream.makefile("rb")
-                upstream.sendall(request.head + body)
-                with self._lock:
-                    self._counters["forwarded"] += 1
-                if action in (Action.PASSTHROUGH, Action.DELAY):
-                    keep_open = self._relay_response(
-                        upstream_reader, downstream, method, path, action
-                    )
-                    if not keep_open or request.wants_close:
-                        return
-                    continue
-                response = _read_message(upstream_reader)
-                _read_body(upstream_reader, response, is_response=True, method=method)
-                self._record(method, path, action, _status(response))
-                if rule is not None and action is Action.STALL:
-                    time.sleep(rule.seconds)
-                if action is Action.RESET_AFTER_FORWARD:
-                    _reset(downstream)
-                return  # STALL / DROP: close with FIN, the answer never sent
+            while self._handle_request(reader, downstream, upstream):
+                pass
         except (ConnectionEnded, OSError, ValueError):
             return
         finally:
-            for sock in (downstream, upstream, raw):
+            upstream.close()
+            for sock in (downstream, raw):
                 if sock is not None:
                     with contextlib.suppress(OSError):
                         sock.close()
                     self._untrack(sock)
 
-    def _relay_response(
-        self,
-        upstream: BufferedIOBase,
-        downstream: ssl.SSLSocket,
-        method: str,
-        path: str,
-        action: Action,
+    def _handle_request(
+        self, reader: BufferedIOBase, downstream: ssl.SSLSocket, upstream: _UpstreamLink
     ) -> bool:
-        """Stream one response (chunk by chunk, so watches flow); True if keep-alive holds."""
-        response = _read_message(upstream)
-        while 100 <= _status(response) < 200 and _status(response) != 101:
-            downstream.sendall(response.head)
-            response = _read_message(upstream)
-        self._record(method, path, action, _status(response))
-        downstream.sendall(response.head)
-        if not _has_body(response, method):
-            return not response.wants_close
-        if response.chunked:
-            _copy_chunked(upstream, downstream.sendall)
-        elif response.content_length is not None:
-            _copy_exact(upstream, downstream, response.content_length)
-        else:
-            _copy_until_eof(upstream, downstream)
+        """Read one request and apply its rule; True if the client connection stays open."""
+        request = _read_message(reader)
+        body = _read_body(reader, request, is_response=False)
+        method, path = _method_and_path(request)
+        rule = self._take_rule(method, path)
+        action = rule.action if rule else Action.PASSTHROUGH
+        seconds = rule.seconds if rule else 0.0
+        if action is Action.RESET_BEFORE_FORWARD:
+            self._record(method, path, action, None)
+            _reset(downstream)
             return False
-        return not response.wants_close
+        if action is Action.DELAY:
+            time.sleep(seconds)
+        status: int | None = None
+        try:
+            upstream_reader = upstream.send(request.head + body)
+            self._count("forwarded")
+            if action in (Action.PASSTHROUGH, Action.DELAY):
+                response = _read_final_head(upstream_reader, downstream)
+                status = _status(response)
+                self._record(method, path, action, status)
+                keep_open = _relay_body(upstream_reader, downstream, response, method)
+                return keep_open and not request.wants_close
+            response = _read_message(upstream_reader)
+            _read_body(upstream_reader, response, is_response=True, method=method)
+            status = _status(response)
+            self._record(method, path, action, status)
+        finally:
+            if status is None:  # not forwarded (server down) or no answer came back
+                self._record(method, path, action, None)
+        if action is Action.STALL:
+            time.sleep(seconds)
+        if action is Action.RESET_AFTER_FORWARD:
+            _reset(downstream)
+        return False  # STALL / DROP close with FIN: the answer is never sent
 
     def _connect_upstream(self) -> ssl.SSLSocket:
         raw = socket.create_connection(self._upstream, timeout=None)
         upstream = self._client_tls.wrap_socket(raw, server_hostname=self._upstream[0])
         self._track(upstream)
+        self._count("upstream_connections")
         return upstream
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._counters[name] += 1
 
     def _take_rule(self, method: str, path: str) -> Rule | None:
         with self._lock:
@@ -311,7 +295,62 @@ class FaultProxy:
             self._sockets.discard(sock)
 
 
+class _UpstreamLink:
+    """The proxy's own keep-alive connection to the API server for one client connection."""
+
+    def __init__(
+        self, connect: Callable[[], ssl.SSLSocket], forget: Callable[[socket.socket], None]
+    ) -> None:
+        self._connect = connect
+        self._forget = forget
+        self._sock: ssl.SSLSocket | None = None
+        self._reader: BufferedIOBase | None = None
+
+    def send(self, data: bytes) -> BufferedIOBase:
+        """Send one request (reconnecting if the server closed the idle connection)."""
+        if self._sock is None or self._reader is None or _dropped(self._sock):
+            self.close()
+            self._sock = self._connect()
+            self._reader = self._sock.makefile("rb")
+        self._sock.sendall(data)
+        return self._reader
+
+    def close(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._forget(self._sock)
+        self._sock = None
+        self._reader = None
+
+
 # ---- HTTP/1.1 framing (just enough for the API server and the Python client) -------------------
+
+
+def _read_final_head(upstream: BufferedIOBase, downstream: ssl.SSLSocket) -> _Message:
+    """The response head after any interim 1xx answers (those are relayed as they come)."""
+    response = _read_message(upstream)
+    while 100 <= _status(response) < 200 and _status(response) != 101:
+        downstream.sendall(response.head)
+        response = _read_message(upstream)
+    return response
+
+
+def _relay_body(
+    upstream: BufferedIOBase, downstream: ssl.SSLSocket, response: _Message, method: str
+) -> bool:
+    """Stream the head and body (chunk by chunk, so watches flow); True if keep-alive holds."""
+    downstream.sendall(response.head)
+    if not _has_body(response, method):
+        return not response.wants_close
+    if response.chunked:
+        _copy_chunked(upstream, downstream.sendall)
+    elif response.content_length is not None:
+        _copy_exact(upstream, downstream, response.content_length)
+    else:
+        _copy_until_eof(upstream, downstream)
+        return False
+    return not response.wants_close
 
 
 def _read_message(reader: BufferedIOBase) -> _Message:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 # a callable taking the parsed namespace and returning the exit code.
 COMMANDS: dict[str, str] = {
     "gate": "checkpoint_runtime.gate.cli",
+    "run": "checkpoint_runtime.runtime.process",
 }
 
 

@@ -82,3 +82,5 @@ DEFAULT_HTTP_BIND: Final = "0.0.0.0"
 DEFAULT_FILE_STORE_PATH: Final = "/tmp/checkpoints"
 DEFAULT_STORE_NAME: Final = "checkpoint-runtime"
 LEADER_HEALTH_TOLERANCE_SECONDS: Final = 20.0
+RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
+SCHEMA_DIR_ENV: Final = "CHECKPOINT_RUNTIME_SCHEMAS"

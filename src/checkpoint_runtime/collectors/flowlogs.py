@@ -6,7 +6,8 @@ moves `cursor` to the window's end. A window that fails is kept as `replay/<star
 `{"from", "to"}` and the cursor moves on, so live data keeps flowing while the failed window is
 retried first on every poll; replay windows older than `replayWindowSeconds` are given up (and
 logged), which bounds the shard. Emitted records are flushed to the sink before the rows that
-say so are persisted.
+say so are persisted synchronously; a window that emitted nothing only moves the cursor through
+the debounced persist.
 """
 
 from __future__ import annotations
@@ -141,7 +142,12 @@ class FlowLogsCollector:
                 emitted += self._emit(records)
             changes[self._key("cursor")] = rfc3339_ns(now)
         self.sink.flush()
-        if changes:
+        cursor_key = self._key("cursor")
+        if emitted == 0 and set(changes) <= {cursor_key} and cursor_key in changes:
+            # An empty window emitted nothing: losing this cursor move to a crash only
+            # re-reads an empty window, so the debounced persist carries it.
+            self.store.set(cursor_key, changes[cursor_key] or "")
+        elif changes:
             self.store.batch(changes)
         return emitted
 

@@ -159,8 +159,19 @@ class ObjectStoreCollector:
         for start in range(0, len(pending), self.chunk_objects):
             emitted += self._process(pending[start : start + self.chunk_objects], len(objects))
         if not pending:
-            self._record_scan(floor, len(objects), {})
+            self._note_idle_scan(floor, len(objects))
         return emitted
+
+    def _note_idle_scan(self, floor: str, listed: int) -> None:
+        """A pass that found nothing new changes no seen row: it is left to the debounced
+        persist (set, not batch), and only when the floor or the count changed, so an idle feed
+        costs no API writes."""
+        try:
+            stored = json.loads(self.store.get(self._key("scan")) or "{}")
+        except ValueError:
+            stored = {}
+        if stored.get("after") != floor or stored.get("listed") != listed:
+            self.store.set(self._key("scan"), self._scan_value(floor, listed))
 
     def _process(self, chunk: list[ListedObject], listed: int) -> int:
         changes: dict[str, str | None] = {}
@@ -251,9 +262,12 @@ class ObjectStoreCollector:
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return ""
 
-    def _record_scan(self, floor: str, listed: int, changes: dict[str, str | None]) -> None:
-        changes[self._key("scan")] = json.dumps(
+    def _scan_value(self, floor: str, listed: int) -> str:
+        return json.dumps(
             {"after": floor, "listed": listed, "at": rfc3339_ns(self._now())},
             separators=(",", ":"),
         )
+
+    def _record_scan(self, floor: str, listed: int, changes: dict[str, str | None]) -> None:
+        changes[self._key("scan")] = self._scan_value(floor, listed)
         self.store.batch(changes)

@@ -1,0 +1,1 @@
+"""The runtime process: config, leader election, store, collectors, health and metrics."""

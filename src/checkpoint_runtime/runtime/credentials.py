@@ -1,0 +1,48 @@
+"""API credentials of the runtime: in-cluster in a pod, else a kubeconfig.
+
+Order: `--kubeconfig`, then $KUBECONFIG, then the pod's ServiceAccount (in-cluster config).
+Retries are always off: urllib3's default re-sends a PUT whose answer was lost (§7).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kubernetes import client, config
+
+from checkpoint_runtime.errors import ConfigError
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def kube_configuration(kubeconfig: str | None = None) -> client.Configuration:
+    configuration = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, client_configuration=configuration
+        )
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+    else:
+        raise ConfigError(
+            "store.backend",
+            "the kubernetes store needs credentials: run in a pod, or pass --kubeconfig "
+            "(or set KUBECONFIG)",
+        )
+    configuration.retries = 0
+    return configuration
+
+
+def coordination_namespace(configured: str | None) -> str:
+    """The namespace of the shards and the Lease: config, then $POD_NAMESPACE, then the pod's."""
+    if configured:
+        return configured
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    if SERVICE_ACCOUNT_NAMESPACE.is_file():
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    raise ConfigError("store.namespace", "no namespace configured and not running in a pod")

@@ -1,0 +1,428 @@
+"""`checkpoint-runtime run`: one lifecycle of the collector runtime.
+
+    config -> HTTP (health, metrics) -> [elect on the Lease] -> open the store (migration
+    included) -> take ownership of the shards -> collectors + debounced persist while leading
+    -> SIGTERM: stop collectors, flush, release the Lease.
+
+A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
+outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
+reopens from the authoritative API state (§7). Exit codes: 0 clean shutdown, 1 lifecycle ended
+by an error, 2 invalid configuration (nothing touched the API).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from kubernetes import client
+from prometheus_client import Counter, Gauge
+
+from checkpoint_runtime.backends.base import Backend
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.collectors import Collector, CollectorRunner
+from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.collectors.sink import Sink, open_sink
+from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
+from checkpoint_runtime.errors import CheckpointError, ConfigError, WriteUncertainError
+from checkpoint_runtime.leaderelection import (
+    ElectionThread,
+    KubernetesLeaseLock,
+    LeaderElector,
+    default_identity,
+)
+from checkpoint_runtime.metrics import StoreMetrics
+from checkpoint_runtime.runtime import credentials, logs
+from checkpoint_runtime.runtime.http import HealthServer
+from checkpoint_runtime.runtime.settings import RuntimeSettings, load_settings
+from checkpoint_runtime.store import Store
+
+log = logging.getLogger("checkpoint_runtime.runtime")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+_WAKE_SECONDS = 0.1
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the collectors with checkpoints in the configured store",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", help="runtime config JSON (default: the embedded file store)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster)")
+    parser.add_argument(
+        "--identity", help="leader-election identity (default: $POD_NAME + a random suffix)"
+    )
+    parser.add_argument("--http-port", type=int, help="override http.port of the config")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    logs.configure()
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as error:
+        log.error("invalid configuration: %s", error, extra={"key": error.path})
+        return EXIT_CONFIG
+    identity = args.identity or default_identity(os.environ.get("POD_NAME"))
+    runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
+    if args.http_port is not None:
+        runtime.http_port = args.http_port
+    with _signals_stop(runtime):
+        return runtime.run()
+
+
+@contextmanager
+def _signals_stop(runtime: Runtime) -> Iterator[None]:
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        runtime.request_shutdown()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class RuntimeMetrics:
+    """The runtime's series, on the store's registry so /metrics serves one set."""
+
+    store: StoreMetrics = field(default_factory=StoreMetrics)
+
+    def __post_init__(self) -> None:
+        r = self.store.registry
+        self.epoch = Gauge("checkpoint_leader_epoch", "Lease transitions of our term", registry=r)
+        self.records = Counter(
+            "checkpoint_collector_records",
+            "Records a collector emitted to the sink",
+            ["collector"],
+            registry=r,
+        )
+        self.polls = Counter(
+            "checkpoint_collector_polls", "Collector polls completed", ["collector"], registry=r
+        )
+
+
+class CountingCollector:
+    """Wraps a collector to count its polls and records in /metrics."""
+
+    def __init__(self, inner: Collector, metrics: RuntimeMetrics) -> None:
+        self.inner = inner
+        self.namespace = inner.namespace
+        self.poll_seconds = inner.poll_seconds
+        self._records = metrics.records.labels(inner.namespace)
+        self._polls = metrics.polls.labels(inner.namespace)
+
+    def poll(self) -> int:
+        emitted = self.inner.poll()
+        self._records.inc(emitted)
+        self._polls.inc()
+        return emitted
+
+
+class Runtime:
+    """One lifecycle; `run()` returns the exit code."""
+
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        *,
+        identity: str,
+        kubeconfig: str | None = None,
+        kube_configuration: client.Configuration | None = None,
+        sink: Sink | None = None,
+    ) -> None:
+        self.settings = settings
+        self.identity = identity
+        self.http_port = settings.http_port
+        self._kubeconfig = kubeconfig
+        self._kube_configuration = kube_configuration
+        self._sink = sink
+        self.metrics = RuntimeMetrics()
+        self.phase = "starting"
+        self._shutdown = threading.Event()
+        self._wake = threading.Event()
+        self._fatal: list[BaseException] = []
+        self._election: ElectionThread | None = None
+        self.http: HealthServer | None = None
+
+    # ---- control ----------------------------------------------------------------------------
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+        self._wake.set()
+
+    def _on_fatal(self, error: BaseException) -> None:
+        self._fatal.append(error)
+        self._wake.set()
+
+    def _wait(self, done: Callable[[], bool]) -> None:
+        while not (done() or self._shutdown.is_set() or self._fatal):
+            self._wake.wait(_WAKE_SECONDS)
+            self._wake.clear()
+
+    # ---- probes -----------------------------------------------------------------------------
+
+    def healthy(self) -> tuple[bool, str]:
+        election = self._election
+        if election is not None and not election.elector.healthy(LEADER_HEALTH_TOLERANCE_SECONDS):
+            return False, "leader has not renewed its lease: stuck"
+        return True, f"ok ({self.phase})"
+
+    def ready(self) -> tuple[bool, str]:
+        if self.phase in ("standby", "leading"):
+            return True, self.phase
+        return False, self.phase
+
+    # ---- the lifecycle ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        settings = self.settings
+        log.info(
+            "starting",
+            extra={
+                "identity": self.identity,
+                "backend": settings.store.backend,
+                "collectors": [c.namespace for c in settings.collectors],
+            },
+        )
+        try:
+            backend, api = self._open_backend()
+        except ConfigError as error:
+            log.error("invalid configuration: %s", error, extra={"key": error.path})
+            return EXIT_CONFIG
+        self.http = HealthServer(
+            settings.http_bind,
+            self.http_port,
+            self.metrics.store.registry,
+            self.healthy,
+            self.ready,
+        )
+        self.http.start()
+        log.info("serving /healthz /readyz /metrics", extra={"port": self.http.port})
+        sink = self._sink or open_sink(settings.sink_kind, settings.sink_path)
+        try:
+            return self._lead_and_collect(backend, api, sink)
+        finally:
+            self.phase = "stopped"
+            sink.flush()
+            if self._sink is None:
+                sink.close()
+            self.http.stop()
+            if isinstance(backend, KubernetesBackend):
+                backend.close()
+            if api is not None:
+                api.close()  # type: ignore[no-untyped-call]
+
+    def _open_backend(self) -> tuple[Backend, client.ApiClient | None]:
+        store = self.settings.store
+        if store.backend == "file":
+            folder = store.path or ""
+            os.makedirs(folder, exist_ok=True)
+            return FileBackend(folder, store.lease_name, store.legacy_config_map), None
+        configuration = self._kube_configuration or credentials.kube_configuration(self._kubeconfig)
+        configuration.retries = 0
+        namespace = credentials.coordination_namespace(store.namespace)
+        backend = KubernetesBackend(
+            configuration, namespace, store.lease_name, store.legacy_config_map
+        )
+        api = client.ApiClient(configuration) if self.settings.election_enabled else None
+        return backend, api
+
+    def _elect(self, api: client.ApiClient) -> int | None:
+        """Wait until we lead; our epoch, or None if asked to stop first."""
+        store = self.settings.store
+        namespace = credentials.coordination_namespace(store.namespace)
+        lock = KubernetesLeaseLock(api, namespace, store.lease_name, self.identity)
+        elector = LeaderElector(lock, self.settings.timings)
+        self._election = ElectionThread(elector)
+        self._election.start()
+        self.phase = "standby"
+        log.info("waiting for leadership", extra={"lease": f"{namespace}/{store.lease_name}"})
+        election = self._election
+        self._wait(lambda: election.elected.is_set() or election.lost.is_set())
+        if not election.elected.is_set() or election.lost.is_set():
+            return None
+        epoch = elector.epoch
+        if epoch is None:  # elected, then lost before we looked
+            self._on_fatal(CheckpointError("leadership lost right after it was acquired"))
+            return None
+        log.info("leading", extra={"epoch": epoch, "identity": self.identity})
+        return epoch
+
+    def _leading(self) -> bool:
+        return self._election is None or self._election.elector.is_leader()
+
+    def _lead_and_collect(self, backend: Backend, api: client.ApiClient | None, sink: Sink) -> int:
+        settings = self.settings
+        epoch = 0
+        if api is not None:
+            elected = self._elect(api)
+            if elected is None:
+                return self._finish(None)
+            epoch = elected
+        self.phase = "opening"
+        try:
+            store = Store.open(
+                backend,
+                writer=self.identity,
+                epoch=epoch,
+                deadline_seconds=settings.store.deadline_seconds,
+                debounce_seconds=settings.store.debounce_seconds,
+                metrics=self.metrics.store,
+            )
+            if self._election is not None:
+                store.take_ownership()  # §7: before any collector runs
+        except (CheckpointError, ExceptionGroup) as error:
+            self._on_fatal(error)
+            return self._finish(None)
+        if not self._leading():
+            self._on_fatal(CheckpointError("lost leadership while opening the store"))
+            return self._finish(store)
+        self.metrics.store.leader.set(1)
+        self.metrics.epoch.set(epoch)
+        collectors = [CountingCollector(c, self.metrics) for c in self._collectors(store, sink)]
+        runner = CollectorRunner(collectors, self._on_fatal)
+        persister = GuardedPersister(store, self._leading, self._on_fatal)
+        runner.start()
+        persister.start()
+        self.phase = "leading"
+        log.info(
+            "collecting",
+            extra={"shards": len(store.shard_states()), "collectors": len(collectors)},
+        )
+        election = self._election
+        self._wait(lambda: election is not None and election.lost.is_set())
+        self.phase = "stopping"
+        runner.stop()
+        persister.stop()
+        return self._finish(store)
+
+    def _collectors(self, store: Store, sink: Sink) -> list[Collector]:
+        made: list[Collector] = []
+        for entry in self.settings.collectors:
+            if entry.kind == "objectstore":
+                made.append(
+                    ObjectStoreCollector(
+                        store,
+                        sink,
+                        feed=entry.feed or "",
+                        url=entry.url,
+                        tailnet=entry.tailnet,
+                        max_seen_keys=entry.max_seen_keys,
+                        poll_seconds=entry.poll_seconds,
+                    )
+                )
+            else:
+                made.append(
+                    FlowLogsCollector(
+                        store,
+                        sink,
+                        url=entry.url,
+                        tailnet=entry.tailnet,
+                        poll_seconds=entry.poll_seconds,
+                        replay_window_seconds=entry.replay_window_seconds,
+                    )
+                )
+        return made
+
+    def _finish(self, store: Store | None) -> int:
+        """Flush on a clean shutdown while still leading, then release; the exit code."""
+        self.metrics.store.leader.set(0)
+        code = EXIT_OK
+        election = self._election
+        lost = election is not None and election.lost.is_set()
+        if lost:
+            log.error("lost the lease: stopped writing; exiting to restart from the API state")
+            code = EXIT_FAILED
+        if self._fatal:
+            self._log_fatal()
+            code = EXIT_FAILED
+        elif store is not None and not lost and self._leading():
+            try:
+                store.flush()
+                log.info("flushed", extra={"shards": len(store.shard_states())})
+            except (CheckpointError, ExceptionGroup) as error:
+                self._fatal.append(error)
+                self._log_fatal()
+                code = EXIT_FAILED
+        if election is not None:
+            election.stop(self.settings.timings.renew_deadline)
+            if election.elector.release():
+                log.info("released the lease")
+        log.info("stopped", extra={"exit_code": code})
+        return code
+
+    def _log_fatal(self) -> None:
+        for error in self._fatal:
+            uncertain = _contains(error, WriteUncertainError)
+            log.error(
+                "lifecycle ended: %s",
+                error,
+                extra={
+                    "error": type(error).__name__,
+                    "write_uncertain": uncertain,
+                    "causes": [str(e) for e in getattr(error, "exceptions", ())],
+                },
+            )
+
+
+def _contains(error: BaseException, kind: type[BaseException]) -> bool:
+    if isinstance(error, kind):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_contains(inner, kind) for inner in error.exceptions)
+    return False
+
+
+class GuardedPersister:
+    """The debounced persist loop, which writes only while `leading()` holds (§7: stop writing
+    as soon as the lease cannot be renewed); an error ends the lifecycle."""
+
+    def __init__(
+        self,
+        store: Store,
+        leading: Callable[[], bool],
+        on_fatal: Callable[[BaseException], None],
+    ) -> None:
+        self.store = store
+        self.leading = leading
+        self.on_fatal = on_fatal
+        self.interval = max(store.debounce_seconds / 4, 0.05)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="persist", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not self.leading():
+                return
+            try:
+                self.store.persist_due()
+            except BaseException as error:
+                self.on_fatal(error)
+                return

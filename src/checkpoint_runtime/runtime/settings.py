@@ -1,0 +1,199 @@
+"""The runtime configuration (schemas/runtime-config.schema.json) as typed settings.
+
+Validation happens before anything touches the API: the schema first (the error names the key
+path, e.g. `collectors[0].feed`), then what a schema cannot say (the election timings' order,
+collector namespaces that would share a shard). No config at all means the embedded default:
+the file store with no collectors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from checkpoint_runtime.constants import (
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_DEBOUNCE_SECONDS,
+    DEFAULT_FILE_STORE_PATH,
+    DEFAULT_HTTP_BIND,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_MAX_SEEN_KEYS,
+    DEFAULT_POLL_SECONDS,
+    DEFAULT_REPLAY_WINDOW_SECONDS,
+    DEFAULT_STORE_NAME,
+    LEASE_DURATION_SECONDS,
+    RENEW_DEADLINE_SECONDS,
+    RETRY_PERIOD_SECONDS,
+    RUNTIME_CONFIG_SCHEMA,
+    SCHEMA_DIR_ENV,
+)
+from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.keys import collector_namespace
+from checkpoint_runtime.leaderelection import ElectionTimings
+
+EMBEDDED_DEFAULT: dict[str, Any] = {
+    "store": {"backend": "file", "path": DEFAULT_FILE_STORE_PATH},
+    "collectors": [],
+}
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    backend: str
+    namespace: str | None
+    lease_name: str
+    path: str | None
+    legacy_config_map: str | None
+    deadline_seconds: float
+    debounce_seconds: float
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    kind: str
+    url: str
+    tailnet: str | None
+    feed: str | None
+    poll_seconds: float
+    max_seen_keys: int
+    replay_window_seconds: float
+    namespace: str
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    store: StoreSettings
+    election_enabled: bool
+    timings: ElectionTimings
+    http_port: int
+    http_bind: str
+    sink_kind: str
+    sink_path: str | None
+    collectors: list[CollectorSettings] = field(default_factory=list)
+
+
+def schema_path() -> Path:
+    """schemas/ beside the source tree, or the folder named by $CHECKPOINT_RUNTIME_SCHEMAS."""
+    configured = os.environ.get(SCHEMA_DIR_ENV)
+    folder = Path(configured) if configured else Path(__file__).resolve().parents[3] / "schemas"
+    return folder / RUNTIME_CONFIG_SCHEMA
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    path = schema_path()
+    try:
+        schema = json.loads(path.read_text())
+    except OSError as error:
+        raise ConfigError("", f"runtime config schema not found at {path}: {error}") from None
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def _key_path(parts: list[str | int]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def validate(document: Any) -> None:
+    """Raise ConfigError naming the key path of the first schema violation."""
+    errors = sorted(_validator().iter_errors(document), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        # oneOf over collector kinds: the most specific sub-error names the real key.
+        best = jsonschema.exceptions.best_match([error])
+        if best.context:
+            best = min(best.context, key=lambda e: (-len(e.absolute_path), str(e.message)))
+        raise ConfigError(_key_path(list(best.absolute_path)), best.message)
+
+
+def load_document(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return json.loads(json.dumps(EMBEDDED_DEFAULT))  # type: ignore[no-any-return]
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError("", f"cannot read config file {path}: {error}") from None
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ConfigError("", f"config file {path} is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise ConfigError("", "the config must be a JSON object")
+    return document
+
+
+def parse(document: dict[str, Any]) -> RuntimeSettings:
+    """Validate a config document and turn it into settings."""
+    validate(document)
+    store = document.get("store") or {"backend": "file"}
+    backend = store["backend"]
+    if backend == "file" and not store.get("path"):
+        store = {**store, "path": DEFAULT_FILE_STORE_PATH}
+    election = document.get("leaderElection", {})
+    timings = ElectionTimings(
+        election.get("leaseDurationSeconds", LEASE_DURATION_SECONDS),
+        election.get("renewDeadlineSeconds", RENEW_DEADLINE_SECONDS),
+        election.get("retryPeriodSeconds", RETRY_PERIOD_SECONDS),
+    )
+    http = document.get("http", {})
+    sink = document.get("sink", {"kind": "stdout"})
+    if sink["kind"] == "file" and not sink.get("path"):
+        raise ConfigError("sink.path", "is required when sink.kind is 'file'")
+    collectors: list[CollectorSettings] = []
+    owners: dict[str, int] = {}
+    for index, entry in enumerate(document.get("collectors", [])):
+        names = (entry["feed"],) if entry["kind"] == "objectstore" else ()
+        namespace = collector_namespace(entry["kind"], entry.get("tailnet"), *names)
+        if namespace in owners:
+            raise ConfigError(
+                f"collectors[{index}]",
+                f"collector namespace {namespace!r} is already used by "
+                f"collectors[{owners[namespace]}] (two collectors would share one shard)",
+            )
+        owners[namespace] = index
+        collectors.append(
+            CollectorSettings(
+                kind=entry["kind"],
+                url=entry["url"],
+                tailnet=entry.get("tailnet"),
+                feed=entry.get("feed"),
+                poll_seconds=entry.get("pollSeconds", DEFAULT_POLL_SECONDS),
+                max_seen_keys=entry.get("maxSeenKeys", DEFAULT_MAX_SEEN_KEYS),
+                replay_window_seconds=entry.get(
+                    "replayWindowSeconds", DEFAULT_REPLAY_WINDOW_SECONDS
+                ),
+                namespace=namespace,
+            )
+        )
+    return RuntimeSettings(
+        store=StoreSettings(
+            backend=backend,
+            namespace=store.get("namespace"),
+            lease_name=store.get("leaseName", DEFAULT_STORE_NAME),
+            path=store.get("path"),
+            legacy_config_map=store.get("legacyConfigMap"),
+            deadline_seconds=store.get("deadlineSeconds", DEFAULT_DEADLINE_SECONDS),
+            debounce_seconds=store.get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS),
+        ),
+        election_enabled=backend == "kubernetes" and election.get("enabled", True),
+        timings=timings,
+        http_port=http.get("port", DEFAULT_HTTP_PORT),
+        http_bind=http.get("bindAddress", DEFAULT_HTTP_BIND),
+        sink_kind=sink["kind"],
+        sink_path=sink.get("path"),
+        collectors=collectors,
+    )
+
+
+def load_settings(path: str | None) -> RuntimeSettings:
+    """Read, validate and parse the config file (None: the embedded file-store default)."""
+    return parse(load_document(path))

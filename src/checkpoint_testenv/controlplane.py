@@ -259,14 +259,27 @@ class ControlPlane:
             return False
 
 
-def start_control_plane(bin_dir: Path, workdir: Path) -> ControlPlane:
-    """Start a ControlPlane, stopping whatever did start if the rest fails."""
-    plane = ControlPlane(bin_dir, workdir)
-    begun = time.monotonic()
-    try:
-        plane.start()
-    except BaseException:
-        plane.stop()
-        raise
-    plane.startup_total = time.monotonic() - begun
-    return plane
+def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> ControlPlane:
+    """Start a ControlPlane, stopping whatever did start if the rest fails.
+
+    Free ports are picked before the servers bind them, so another process can take one in
+    between; only that failure ("address already in use") is retried, on new ports.
+    """
+    for attempt in range(1, attempts + 1):
+        folder = workdir / f"attempt-{attempt}" if attempt > 1 else workdir
+        folder.mkdir(parents=True, exist_ok=True)
+        plane = ControlPlane(bin_dir, folder)
+        begun = time.monotonic()
+        try:
+            plane.start()
+        except RuntimeError as failure:
+            plane.stop()
+            if "address already in use" not in str(failure) or attempt == attempts:
+                raise
+            continue
+        except BaseException:
+            plane.stop()
+            raise
+        plane.startup_total = time.monotonic() - begun
+        return plane
+    raise AssertionError("unreachable")

@@ -1,0 +1,184 @@
+"""Run `checkpoint-runtime run` as a real subprocess and observe it through its HTTP port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from checkpoint_runtime.collectors.objectstore import object_id
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def write_kubeconfig(path: Path, host: str, ca_file: Path, token: str) -> Path:
+    """A kubeconfig with exactly a pod's credentials: the ServiceAccount's bearer token."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "c", "cluster": {"server": host, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "sa"}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def write_objects(bucket: Path, names: list[str]) -> None:
+    for name in names:
+        path = bucket / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"object": name, "n": 1}) + "\n" + json.dumps({"n": 2}) + "\n")
+
+
+class RuntimeProcess:
+    """One runtime process with its own config file, sink file and stderr log."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        config: dict[str, Any] | None,
+        kubeconfig: Path | None = None,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.workdir = workdir
+        self.name = name
+        self.port = free_port()
+        self.sink = workdir / f"{name}.records.jsonl"
+        self.stderr_path = workdir / f"{name}.log"
+        self.config_path: Path | None = None
+        if config is not None:
+            config = json.loads(json.dumps(config))
+            config["http"] = {"port": self.port, "bindAddress": "127.0.0.1"}
+            config["sink"] = {"kind": "file", "path": str(self.sink)}
+            self.config_path = workdir / f"{name}.config.json"
+            self.config_path.write_text(json.dumps(config, indent=2))
+        self.kubeconfig = kubeconfig
+        self.extra_args = extra_args
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RuntimeProcess:
+        argv = [sys.executable, "-m", "checkpoint_runtime.cli", "run", "--identity", self.name]
+        if self.config_path is not None:
+            argv += ["--config", str(self.config_path)]
+        else:
+            argv += ["--http-port", str(self.port)]
+        if self.kubeconfig is not None:
+            argv += ["--kubeconfig", str(self.kubeconfig)]
+        argv += list(self.extra_args)
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "POD_NAME")}
+        with open(self.stderr_path, "ab") as stderr:
+            self.process = subprocess.Popen(
+                argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=self.workdir
+            )
+        return self
+
+    # ---- observation ------------------------------------------------------------------------
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except OSError:
+            return 0, ""
+
+    def metric(self, name: str, labels: str = "") -> float | None:
+        status, body = self.get("/metrics")
+        if status != 200:
+            return None
+        wanted = f"{name}{{{labels}}}" if labels else name
+        for line in body.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def leading(self) -> bool:
+        return self.metric("checkpoint_leader") == 1.0
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.sink.exists():
+            return []
+        return [json.loads(line) for line in self.sink.read_text().splitlines() if line]
+
+    def objects(self) -> list[str]:
+        return [r["object"] for r in self.records() if r.get("line") == 0]
+
+    def logs(self) -> list[dict[str, Any]]:
+        if not self.stderr_path.exists():
+            return []
+        entries = []
+        for line in self.stderr_path.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                entries.append({"msg": line})
+        return entries
+
+    # ---- control ----------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        wait_for(lambda: self.get("/readyz")[0] == 200 or not self.running, timeout, "ready")
+        if not self.running:
+            raise AssertionError(f"{self.name} exited: {self.stderr_path.read_text()}")
+
+    def terminate(self, timeout: float = 30) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def stop_quietly(self) -> None:
+        if self.running:
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait(10)
+
+
+def seen_ids(rows: dict[str, str], shard: str) -> set[str]:
+    prefix = f"{shard}/seen/"
+    return {key[len(prefix) :] for key in rows if key.startswith(prefix)}
+
+
+__all__ = ["RuntimeProcess", "free_port", "object_id", "seen_ids", "wait_for", "write_kubeconfig"]

@@ -1,0 +1,107 @@
+"""`checkpoint-runtime run` as a subprocess on the file store: config errors, flush, restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime_harness import RuntimeProcess, wait_for, write_objects
+
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.store import Store
+
+
+def file_config(tmp_path: Path, **store: Any) -> dict[str, Any]:
+    bucket = tmp_path / "bucket"
+    bucket.mkdir(exist_ok=True)
+    return {
+        "store": {"backend": "file", "path": str(tmp_path / "cp"), **store},
+        "collectors": [
+            {"kind": "objectstore", "feed": "f1", "url": str(bucket), "pollSeconds": 0.2}
+        ],
+    }
+
+
+def stored_rows(tmp_path: Path) -> dict[str, str]:
+    store = Store.open(FileBackend(tmp_path / "cp", "checkpoint-runtime"), writer="reader")
+    return dict(store.items(""))
+
+
+@pytest.fixture
+def procs() -> Any:
+    started: list[RuntimeProcess] = []
+    yield started
+    for proc in started:
+        proc.stop_quietly()
+
+
+def test_a_bad_config_names_the_key_and_exits_2_before_touching_anything(
+    tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    config = file_config(tmp_path)
+    config["collectors"][0]["feed"] = "Not_Valid"
+    proc = RuntimeProcess(tmp_path, "bad", config)
+    procs.append(proc.start())
+    assert proc.wait_exit(20) == 2
+    errors = [e for e in proc.logs() if e.get("level") == "error"]
+    assert errors
+    assert errors[0]["key"] == "collectors[0].feed"
+    assert not (tmp_path / "cp").exists()
+
+
+def test_impossible_election_timings_are_rejected_with_the_knob(
+    tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    config = file_config(tmp_path)
+    config["leaderElection"] = {"leaseDurationSeconds": 10, "renewDeadlineSeconds": 10}
+    proc = RuntimeProcess(tmp_path, "timings", config)
+    procs.append(proc.start())
+    assert proc.wait_exit(20) == 2
+    assert any(e.get("key") == "leaderElection.renewDeadlineSeconds" for e in proc.logs())
+
+
+def test_without_a_config_it_runs_on_the_embedded_file_store(
+    tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    proc = RuntimeProcess(tmp_path, "default", None)
+    procs.append(proc.start())
+    proc.wait_ready()
+    assert proc.get("/healthz")[0] == 200
+    assert proc.leading()  # the file store has no election: the single process writes
+    starting = next(e for e in proc.logs() if e.get("msg") == "starting")
+    assert starting["backend"] == "file"
+    assert proc.terminate() == 0
+
+
+def test_sigterm_flushes_and_a_restart_does_not_re_emit(
+    tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    config = file_config(tmp_path, debounceSeconds=300)  # only the shutdown flush persists sets
+    bucket = tmp_path / "bucket"
+    write_objects(bucket, [f"obj-{i:03d}.json" for i in range(10)])
+    first = RuntimeProcess(tmp_path, "first", config)
+    procs.append(first.start())
+    first.wait_ready()
+    wait_for(lambda: len(first.objects()) == 10, 20, "first emits the 10 objects")
+    # An idle change (an object vanished) only goes through the debounced persist...
+    (bucket / "obj-000.json").unlink()
+    wait_for(
+        lambda: (
+            (first.metric("checkpoint_collector_polls_total", 'collector="objectstore/f1"') or 0)
+            > 3
+        ),
+        20,
+        "a few more polls",
+    )
+    assert first.terminate() == 0
+    # ...and SIGTERM flushed it.
+    rows = stored_rows(tmp_path)
+    assert '"listed":9' in rows["objectstore/f1/scan"]
+    assert any(e.get("msg") == "flushed" for e in first.logs())
+    write_objects(bucket, ["obj-100.json"])
+    second = RuntimeProcess(tmp_path, "second", config)
+    procs.append(second.start())
+    wait_for(lambda: len(second.objects()) == 1, 20, "second emits the new object")
+    assert second.objects() == ["obj-100.json"]
+    assert second.terminate() == 0

@@ -120,7 +120,8 @@ def test_metrics_show_shard_count_sizes_ratio_and_headroom(harness: Harness) -> 
         assert sample("checkpoint_shard_compressed_bytes", labels) == len(stored.blob)
         assert sample("checkpoint_shard_rows", labels) == len(ROWS)
         raw = sample("checkpoint_shard_raw_bytes", labels)
-        assert raw and raw > 0
+        assert raw
+        assert raw > 0
         assert sample("checkpoint_shard_compression_ratio", labels) == pytest.approx(
             raw / len(stored.blob)
         )

@@ -62,7 +62,8 @@ def test_oversize_shard_fails_visibly_keeps_every_key_and_the_stored_shard(
         len(oversize_rows),
     )
     assert error.size > CONFIGMAP_VALUE_LIMIT
-    assert OVERSIZE_SHARD in str(error) and str(CONFIGMAP_VALUE_LIMIT) in str(error)
+    assert OVERSIZE_SHARD in str(error)
+    assert str(CONFIGMAP_VALUE_LIMIT) in str(error)
     assert raw_shard(harness, OVERSIZE_SHARD) == before
     assert dict(store.items(OVERSIZE_SHARD + "/")) == oversize_rows
     assert store.dirty_shards() == [OVERSIZE_SHARD]

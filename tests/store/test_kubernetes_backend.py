@@ -1,0 +1,252 @@
+"""Kubernetes-only guarantees (SPEC §7, §10; issue 4 acceptance 6 and 7) on the real API server,
+as the chart's ServiceAccount: the Role suffices and nothing more is needed, writes are guarded
+by resourceVersion with client retries off, and uncertain outcomes are resolved correctly."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+from store_harness import LEGACY, KubeHarness, open_store
+
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.errors import WriteUncertainError
+from checkpoint_runtime.legacy import encode_legacy
+from checkpoint_runtime.store import Store
+from checkpoint_testenv.faultproxy import Action, FaultProxy
+
+FEED = "tn/objectstore/feed-a"
+FLOWLOGS = "tn/flowlogs"
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/[^/]+)/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<resource>[^/?]+)(?:/(?P<name>[^/?]+))?"
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    verb: str
+    api_group: str
+    resource: str
+    namespace: str
+    name: str | None
+
+
+def authorization_request(method: str, url: str) -> Request:
+    """The RBAC verb and resource the API server authorises `method url` as."""
+    path = "/" + url.split("://", 1)[-1].split("/", 1)[1]
+    match = _PATH.match(path)
+    assert match, f"unexpected request path {path}"
+    name = match["name"]
+    verb = {
+        ("GET", False): "list",
+        ("GET", True): "get",
+        ("POST", False): "create",
+        ("PUT", True): "update",
+        ("PATCH", True): "patch",
+        ("DELETE", True): "delete",
+        ("DELETE", False): "deletecollection",
+    }[(method, name is not None)]
+    if "watch=true" in path:
+        verb = "watch"
+    return Request(verb, match["group"] or "", match["resource"], match["ns"], name)
+
+
+def record_requests(backend: KubernetesBackend) -> list[Request]:
+    """Every request the backend sends, as RBAC sees it."""
+    seen: list[Request] = []
+    rest = backend.api_client.rest_client
+    original = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(authorization_request(method, url))
+        return original(method, url, *args, **kwargs)
+
+    rest.request = request
+    return seen
+
+
+def role_allows(roles: list[Any], request: Request) -> bool:
+    for role in roles:
+        if role.metadata.namespace != request.namespace:
+            continue
+        for rule in role.rules or []:
+            if (
+                request.api_group in (rule.api_groups or [])
+                and request.resource in (rule.resources or [])
+                and request.verb in (rule.verbs or [])
+                and (not rule.resource_names or request.name in rule.resource_names)
+            ):
+                return True
+    return False
+
+
+@pytest.fixture
+def chart_roles(kube: KubeHarness, control_plane: Any) -> list[Any]:
+    with control_plane.admin_api() as api:
+        roles = client.RbacAuthorizationV1Api(api).list_namespaced_role(kube.namespace).items
+    assert roles, "the chart must have created its Role"
+    return list(roles)
+
+
+def test_store_needs_no_verb_outside_the_chart_role(
+    kube: KubeHarness, chart_roles: list[Any]
+) -> None:
+    kube.write_legacy(LEGACY, encode_legacy({f"{FEED}/cursor": "from legacy"}))
+    logs: list[list[Request]] = []
+
+    def store(writer: str, epoch: int) -> Store:
+        backend = kube.backend(LEGACY)
+        assert isinstance(backend, KubernetesBackend)
+        logs.append(record_requests(backend))
+        return Store.open(backend, writer=writer, epoch=epoch)
+
+    first = store("a", 1)  # list, get legacy, create shard, update legacy
+    first.batch({f"{FEED}/seen/aWQ": "t", f"{FLOWLOGS}/cursor": "c"})  # update + create
+    second = store("b", 2)
+    second.take_ownership()  # update
+    first.set(f"{FEED}/cursor", "stale")
+    with pytest.raises(ExceptionGroup):
+        first.flush()  # a conflict, still within the Role
+
+    recorded = [request for log in logs for request in log]
+    assert recorded
+    outside = sorted({r for r in recorded if not role_allows(chart_roles, r)}, key=str)
+    assert outside == [], f"the store needs more than the chart's Role grants: {outside}"
+    verbs = {(r.resource, r.verb) for r in recorded}
+    assert verbs == {("configmaps", v) for v in ("list", "get", "create", "update")}
+    # The checker itself is able to fail: a verb the Role does not grant is caught.
+    assert not role_allows(chart_roles, Request("delete", "", "configmaps", kube.namespace, "x"))
+    assert not role_allows(chart_roles, Request("patch", "", "configmaps", kube.namespace, "x"))
+
+
+def test_client_retries_are_forced_off_on_a_private_copy(kube: KubeHarness) -> None:
+    configuration = kube.release.configuration()
+    configuration.retries = None
+    backend = KubernetesBackend(configuration, kube.namespace, kube.lease_name)
+    assert backend.api_client.configuration.retries == 0
+    assert configuration.retries is None
+    backend.close()
+
+
+def test_every_update_sends_the_last_observed_resource_version(kube: KubeHarness) -> None:
+    backend = kube.backend()
+    assert isinstance(backend, KubernetesBackend)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    rest = backend.api_client.rest_client
+    original = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method in ("PUT", "POST"):
+            sent.append((method, kwargs.get("body") or {}))
+        return original(method, url, *args, **kwargs)
+
+    rest.request = request
+    store = Store.open(backend, writer="w", epoch=1)
+    observed: list[str | None] = []
+    for value in ("1", "2", "3"):
+        observed.append(store.shard_states()[FEED].version if store.shard_states() else None)
+        store.batch({f"{FEED}/cursor": value})
+
+    assert [method for method, _ in sent] == ["POST", "PUT", "PUT"]
+    assert "resourceVersion" not in sent[0][1]["metadata"]  # create carries none
+    assert observed[0] is None
+    for (_, body), version in zip(sent[1:], observed[1:], strict=True):
+        assert version
+        assert body["metadata"]["resourceVersion"] == version
+
+
+# -- uncertain outcomes through the fault proxy ------------------------------------------------
+
+
+@pytest.fixture
+def proxy(fault_proxy: Callable[[], FaultProxy]) -> FaultProxy:
+    return fault_proxy()
+
+
+@pytest.fixture
+def proxied_store(kube: KubeHarness, proxy: FaultProxy) -> Store:
+    return Store.open(kube.backend(host=proxy.host), writer="w", epoch=1, deadline_seconds=15)
+
+
+def uncertain_count(store: Store, shard: str) -> float | None:
+    return store.metrics.registry.get_sample_value(
+        "checkpoint_uncertain_writes_total", {"shard": shard}
+    )
+
+
+def events(proxy: FaultProxy, method: str) -> list[tuple[Action, int | None]]:
+    return [(e.action, e.upstream_status) for e in proxy.events if e.method == method]
+
+
+def stored_value(kube: KubeHarness, key: str) -> str | None:
+    return open_store(kube).get(key)
+
+
+@pytest.mark.parametrize("fault", ["drop_response_after_forward", "reset_after_forward"])
+def test_committed_but_unacknowledged_update_is_recognised_as_committed(
+    kube: KubeHarness, proxy: FaultProxy, proxied_store: Store, fault: str
+) -> None:
+    proxied_store.batch({f"{FEED}/cursor": "1"})
+    getattr(proxy, fault)(count=1, method="PUT")
+
+    proxied_store.batch({f"{FEED}/cursor": "2"})  # no error: the write is recognised
+
+    assert stored_value(kube, f"{FEED}/cursor") == "2"
+    assert [status for _, status in events(proxy, "PUT")] == [200]  # sent once, never re-sent
+    assert uncertain_count(proxied_store, FEED) == 1
+    proxied_store.batch({f"{FEED}/cursor": "3"})  # the recovered resourceVersion is current
+    assert stored_value(kube, f"{FEED}/cursor") == "3"
+
+
+def test_committed_but_unacknowledged_create_is_recognised_as_committed(
+    kube: KubeHarness, proxy: FaultProxy, proxied_store: Store
+) -> None:
+    proxy.drop_response_after_forward(count=1, method="POST")
+    proxied_store.batch({f"{FEED}/cursor": "1"})
+    assert stored_value(kube, f"{FEED}/cursor") == "1"
+    assert [status for _, status in events(proxy, "POST")] == [201]
+    assert uncertain_count(proxied_store, FEED) == 1
+
+
+@pytest.mark.parametrize("method", ["PUT", "POST"])
+def test_lost_request_is_retried_safely(
+    kube: KubeHarness, proxy: FaultProxy, proxied_store: Store, method: str
+) -> None:
+    if method == "PUT":
+        proxied_store.batch({f"{FEED}/cursor": "1"})
+    proxy.reset_before_forward(count=1, method=method)
+
+    proxied_store.batch({f"{FEED}/cursor": "2"})
+
+    assert stored_value(kube, f"{FEED}/cursor") == "2"
+    assert events(proxy, method) == [
+        (Action.RESET_BEFORE_FORWARD, None),
+        (Action.PASSTHROUGH, 201 if method == "POST" else 200),
+    ]
+
+
+def test_unresolvable_outcome_raises_write_uncertain_within_the_deadline(
+    kube: KubeHarness, proxy: FaultProxy
+) -> None:
+    store = Store.open(kube.backend(host=proxy.host), writer="w", epoch=1, deadline_seconds=3)
+    store.batch({f"{FEED}/cursor": "1"})
+    proxy.stall(seconds=30, count=None)  # every answer is held past the deadline
+
+    started = time.monotonic()
+    with pytest.raises(ExceptionGroup) as raised:
+        store.batch({f"{FEED}/cursor": "2"})
+    elapsed = time.monotonic() - started
+
+    (error,) = raised.value.exceptions
+    assert isinstance(error, WriteUncertainError)
+    assert uncertain_count(store, FEED) == 1
+    assert store.dirty_shards() == [FEED]
+    assert elapsed < 3 + 10  # bounded by the one shared deadline, not by retries per shard
+    proxy.passthrough()
+    assert open_store(kube).get(f"{FEED}/cursor") == "2"  # the stalled PUT did commit

@@ -371,7 +371,8 @@ class Runtime:
         return code
 
     def _log_fatal(self) -> None:
-        for error in self._fatal:
+        distinct = {str(error): error for error in self._fatal}
+        for error in distinct.values():
             uncertain = _contains(error, WriteUncertainError)
             log.error(
                 "lifecycle ended: %s",

@@ -1,0 +1,241 @@
+"""End to end on the real API server: the chart installed, two `checkpoint-runtime run`
+processes with the config the chart rendered and the chart ServiceAccount's token (exactly a
+pod's permissions), feeding a generated object-store folder.
+
+Election timings are shortened (3 s lease) so a failover takes seconds; everything else is the
+chart's rendered config.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from runtime_harness import (
+    RuntimeProcess,
+    object_id,
+    seen_ids,
+    wait_for,
+    write_kubeconfig,
+    write_objects,
+)
+
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.store import Store
+from checkpoint_testenv.faultproxy import Action, FaultProxy
+from checkpoint_testenv.helm import Release
+
+SHARD = "tn1/objectstore/feed-a"
+FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
+
+
+@pytest.fixture
+def release(chart_install: Callable[..., Release]) -> Release:
+    return chart_install()
+
+
+@pytest.fixture
+def bucket(tmp_path: Path) -> Path:
+    path = tmp_path / "bucket"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def procs() -> Iterator[list[RuntimeProcess]]:
+    started: list[RuntimeProcess] = []
+    yield started
+    for proc in started:
+        proc.stop_quietly()
+
+
+def runtime_config(release: Release, bucket: Path, **store: Any) -> dict[str, Any]:
+    config = json.loads(json.dumps(release.rendered_config))
+    assert config["store"]["backend"] == "kubernetes"
+    config["store"].update({"debounceSeconds": 0.2, **store})
+    config["leaderElection"].update(FAST_ELECTION)
+    config["collectors"] = [
+        {
+            "kind": "objectstore",
+            "tailnet": "tn1",
+            "feed": "feed-a",
+            "url": str(bucket),
+            "pollSeconds": 0.3,
+            "maxSeenKeys": 5000,
+        }
+    ]
+    return config
+
+
+def sa_kubeconfig(release: Release, path: Path, host: str | None = None) -> Path:
+    return write_kubeconfig(path, host or release.plane.host, release.plane.ca_file, release.token)
+
+
+def stored_rows(release: Release) -> dict[str, str]:
+    backend = KubernetesBackend(
+        release.plane.configuration(), release.coordination_namespace, release.lease_name
+    )
+    try:
+        store = Store.open(backend, writer="test-reader", migrate=False)
+        return dict(store.items(""))
+    finally:
+        backend.close()
+
+
+def lease_spec(release: Release) -> client.V1LeaseSpec:
+    with release.plane.admin_api() as api:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            release.lease_name, release.coordination_namespace
+        )
+    assert lease.spec is not None
+    return lease.spec
+
+
+def shard_config_maps(release: Release) -> list[client.V1ConfigMap]:
+    with release.plane.admin_api() as api:
+        listed = client.CoreV1Api(api).list_namespaced_config_map(release.coordination_namespace)
+    return [
+        cm
+        for cm in listed.items
+        if cm.metadata is not None and cm.metadata.name.startswith(release.lease_name + "-")
+        and cm.binary_data
+    ]  # fmt: skip
+
+
+def emitted_objects(*procs: RuntimeProcess) -> list[str]:
+    return [name for proc in procs for name in proc.objects()]
+
+
+def test_failover_keeps_every_row_and_never_re_emits(
+    release: Release, bucket: Path, tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    config = runtime_config(release, bucket)
+    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(a.start())
+    a.wait_ready()
+    wait_for(a.leading, 20, "a leads")
+    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(b.start())
+    b.wait_ready()  # a standby is ready too
+    assert b.metric("checkpoint_leader") == 0.0
+    assert lease_spec(release).holder_identity == "runtime-a"
+
+    first_batch = [f"2026/03/01/a-{i:04d}.json" for i in range(150)]
+    write_objects(bucket, first_batch)
+    wait_for(lambda: len(a.objects()) == 150, 30, "a emits the first batch")
+    wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 150, 20, "seen rows stored")
+    # The shard is a real ConfigMap written with the chart's RBAC only, visible in /metrics.
+    shards = shard_config_maps(release)
+    assert len(shards) == 1
+    assert a.metric("checkpoint_shard_rows", f'shard="{SHARD}"') == 152.0  # seen + cursor + scan
+    headroom = a.metric("checkpoint_shard_headroom_ratio", f'shard="{SHARD}"')
+    assert headroom is not None
+    assert 0.9 < headroom < 1.0
+
+    transitions = lease_spec(release).lease_transitions or 0
+    a.kill()  # SIGKILL: no flush, no release; b must wait out the lease
+    took = wait_for(b.leading, 20, "b takes over")
+    print(f"\nfailover after SIGKILL of the leader: {took:.2f} s (lease 3 s)")
+    spec = lease_spec(release)
+    assert spec.holder_identity == "runtime-b"
+    assert spec.lease_transitions == transitions + 1
+    assert b.metric("checkpoint_leader_epoch") == float(transitions + 1)
+
+    second_batch = [f"2026/03/01/b-{i:04d}.json" for i in range(20)]
+    write_objects(bucket, second_batch)
+    wait_for(lambda: len(b.objects()) == 20, 30, "b emits only the new objects")
+    assert sorted(b.objects()) == second_batch  # nothing a emitted came out again
+    assert sorted(emitted_objects(a, b)) == sorted(first_batch + second_batch)
+
+    assert b.terminate() == 0  # SIGTERM: stop collectors, flush, release
+    rows = stored_rows(release)
+    assert seen_ids(rows, SHARD) == {object_id(n) for n in first_batch + second_batch}
+    released = lease_spec(release)
+    assert released.holder_identity in ("", None)
+    assert released.lease_duration_seconds == 1
+    # The shard is stamped by the last leader's term (§7).
+    stamps = shard_config_maps(release)[0].metadata.annotations  # type: ignore[union-attr]
+    assert stamps["checkpoint-runtime.io/epoch"] == str(transitions + 1)
+    assert stamps["checkpoint-runtime.io/writer"] == "runtime-b"
+
+
+def test_sigterm_releases_the_lease_for_an_immediate_takeover(
+    release: Release, bucket: Path, tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    config = runtime_config(release, bucket)
+    config["leaderElection"] = {
+        "enabled": True,
+        "leaseDurationSeconds": 30,  # takeover without release would take >= 30 s
+        "renewDeadlineSeconds": 10,
+        "retryPeriodSeconds": 0.5,
+    }
+    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(a.start())
+    wait_for(a.leading, 20, "a leads")
+    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(b.start())
+    b.wait_ready()
+    write_objects(bucket, ["x-1.json", "x-2.json"])
+    wait_for(lambda: len(a.objects()) == 2, 20, "a emits")
+    stopping = time.monotonic()
+    assert a.terminate() == 0
+    wait_for(b.leading, 15, "b takes over after the release")
+    took = time.monotonic() - stopping
+    print(f"\ntakeover after SIGTERM (released lease): {took:.2f} s (lease 30 s)")
+    write_objects(bucket, ["x-3.json"])
+    wait_for(lambda: len(b.objects()) == 1, 20, "b emits the new object")
+    assert b.objects() == ["x-3.json"]
+
+
+def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_state(
+    release: Release,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+    fault_proxy: Callable[[], FaultProxy],
+) -> None:
+    proxy = fault_proxy()
+    config = runtime_config(release, bucket, deadlineSeconds=3)
+    through_proxy = sa_kubeconfig(release, tmp_path / "proxy.kubeconfig", host=proxy.host)
+    a = RuntimeProcess(tmp_path, "runtime-a", config, through_proxy)
+    procs.append(a.start())
+    wait_for(a.leading, 20, "a leads")
+    write_objects(bucket, ["u-1.json", "u-2.json"])
+    wait_for(lambda: len(a.objects()) == 2, 20, "a emits the first objects")
+    wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 2, 20, "stored")
+
+    # The next shard PUT commits but its answer is lost, and every read-back fails: the
+    # store cannot tell, so it must raise write-uncertain and the process must exit non-zero.
+    configmaps = "/configmaps/"
+    proxy.set_mode(Action.DROP_RESPONSE_AFTER_FORWARD, 1, "PUT", path_contains=configmaps)
+    proxy.set_mode(Action.RESET_BEFORE_FORWARD, None, path_contains=configmaps)
+    write_objects(bucket, ["u-3.json"])
+    assert a.wait_exit(30) == 1
+    fatal = [e for e in a.logs() if e.get("msg", "").startswith("lifecycle ended")]
+    assert fatal
+    assert fatal[0]["write_uncertain"] is True
+    assert any("write outcome unknown" in cause for cause in fatal[0]["causes"])
+    dropped = [e for e in proxy.events if e.action is Action.DROP_RESPONSE_AFTER_FORWARD]
+    assert [e.upstream_status for e in dropped] == [200]  # the write did commit
+    assert "u-3.json" in a.objects()
+
+    # Kubernetes would restart the container; here a new process, direct to the API server.
+    proxy.passthrough()
+    direct = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    restarted = RuntimeProcess(tmp_path, "runtime-a2", config, direct)
+    procs.append(restarted.start())
+    wait_for(restarted.leading, 20, "the restarted process leads")
+    write_objects(bucket, ["u-4.json"])
+    wait_for(lambda: "u-4.json" in restarted.objects(), 20, "the restarted process emits")
+    # The committed-but-unacknowledged write is API state: u-3 is not emitted again.
+    assert restarted.objects() == ["u-4.json"]
+    assert restarted.terminate() == 0
+    rows = stored_rows(release)
+    assert seen_ids(rows, SHARD) == {object_id(f"u-{i}.json") for i in range(1, 5)}

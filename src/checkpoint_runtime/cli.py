@@ -12,6 +12,9 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "gate": "checkpoint_runtime.gate.cli",
     "run": "checkpoint_runtime.runtime.process",
+    "inspect": "checkpoint_runtime.storecli",
+    "project": "checkpoint_runtime.storecli",
+    "migrate": "checkpoint_runtime.storecli",
 }
 
 

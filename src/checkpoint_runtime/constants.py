@@ -84,3 +84,10 @@ DEFAULT_STORE_NAME: Final = "checkpoint-runtime"
 LEADER_HEALTH_TOLERANCE_SECONDS: Final = 20.0
 RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
 SCHEMA_DIR_ENV: Final = "CHECKPOINT_RUNTIME_SCHEMAS"
+
+# §6 (store helper): the startup projection encodes at most this many seen rows per shard and
+# scales linearly beyond (compressed size grows linearly in rows); the representative workload
+# is the high-entropy UUID shape, the conservative one.
+PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
+PROJECTION_SHAPE: Final = "uuid"
+PROJECTION_GAP_ROWS: Final = 16

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.constants import (
@@ -54,21 +54,6 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 LIST_PAGE = 50
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 1.0
 _TOO_LONG_MARKERS = ("Too long", "FieldValueTooLong", "must have at most")
-
-
-def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """A client Configuration from a kubeconfig, else in-cluster (the pod's ServiceAccount)."""
-    configuration = client.Configuration()
-    if kubeconfig is None:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            return configuration
-        except config.ConfigException:
-            pass
-    config.load_kube_config(  # type: ignore[no-untyped-call]
-        kubeconfig, context=context, client_configuration=configuration
-    )
-    return configuration
 
 
 def _status_reason(error: ApiException) -> str:

@@ -1,0 +1,90 @@
+"""What `checkpoint-runtime inspect` shows per shard (SPEC §9): the metrics, as a table or JSON.
+
+Reading only: the store is opened without migration, so inspecting never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.store import Store
+
+
+def shard_report(store: Store) -> list[dict[str, Any]]:
+    """One row per stored shard, sorted by shard key."""
+    rows = []
+    for key, state in sorted(store.shard_states().items()):
+        if state.version is None:
+            continue
+        headroom = CONFIGMAP_VALUE_LIMIT - state.compressed_bytes
+        rows.append(
+            {
+                "shard": key,
+                "rows": len(state.rows),
+                "raw_bytes": state.raw_bytes,
+                "compressed_bytes": state.compressed_bytes,
+                "compression_ratio": round(state.raw_bytes / state.compressed_bytes, 2)
+                if state.compressed_bytes
+                else 0.0,
+                "headroom_bytes": headroom,
+                "headroom_ratio": round(headroom / CONFIGMAP_VALUE_LIMIT, 4),
+                "epoch": state.stamp.epoch,
+                "writer": state.stamp.writer,
+                "legacy_digest": state.legacy_digest,
+                "version": state.version,
+            }
+        )
+    return rows
+
+
+def report(store: Store) -> dict[str, Any]:
+    shards = shard_report(store)
+    return {
+        "store": store.backend.describe(),
+        "limit_bytes": CONFIGMAP_VALUE_LIMIT,
+        "shard_count": len(shards),
+        "total_compressed_bytes": sum(s["compressed_bytes"] for s in shards),
+        "shards": shards,
+    }
+
+
+COLUMNS = (
+    ("shard", "SHARD"),
+    ("rows", "ROWS"),
+    ("raw_bytes", "RAW"),
+    ("compressed_bytes", "GZIP"),
+    ("compression_ratio", "RATIO"),
+    ("headroom_bytes", "HEADROOM"),
+    ("headroom_ratio", "FREE%"),
+    ("epoch", "EPOCH"),
+    ("writer", "WRITER"),
+)
+
+
+def _cell(key: str, value: Any) -> str:
+    if key == "headroom_ratio":
+        return f"{value * 100:.1f}"
+    return str(value)
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]] = COLUMNS) -> str:
+    """A plain aligned text table (numbers right-aligned)."""
+    cells = [[title for _, title in columns]] + [
+        [_cell(key, row[key]) for key, _ in columns] for row in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    numeric = [
+        i > 0 and all(isinstance(r[k], int | float) for r in rows)
+        for i, (k, _) in enumerate(columns)
+    ]
+    out = []
+    for line in cells:
+        out.append(
+            "  ".join(
+                text.rjust(widths[i]) if numeric[i] else text.ljust(widths[i])
+                for i, text in enumerate(line)
+            ).rstrip()
+        )
+    return "\n".join(out)

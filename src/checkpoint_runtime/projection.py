@@ -1,0 +1,118 @@
+"""Per-shard startup projection (SPEC §6, the TSO-0111 check made per shard).
+
+From the runtime config alone, build a representative payload for every collector's shard with
+the production encoder and the conservative (UUID-named) §11 workload, and refuse a config whose
+shard could not fit, naming the knob to change (collectors[i].maxSeenKeys).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from checkpoint_runtime import codec
+from checkpoint_runtime.constants import (
+    CONFIGMAP_VALUE_LIMIT,
+    PROJECTION_GAP_ROWS,
+    PROJECTION_MAX_ENCODED_ROWS,
+    PROJECTION_SHAPE,
+)
+from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.runtime.settings import CollectorSettings, RuntimeSettings
+from checkpoint_runtime.workload import FeedWorkload, flowlogs_rows
+
+
+@dataclass(frozen=True)
+class ShardProjection:
+    """The projected size of one collector's shard at its configured bounds."""
+
+    shard: str
+    knob: str
+    rows: int
+    compressed_bytes: int
+    extrapolated: bool
+    max_rows: int | None
+    """Most seen rows the shard is projected to hold under the limit (None: not row-bound)."""
+
+    @property
+    def headroom_bytes(self) -> int:
+        return CONFIGMAP_VALUE_LIMIT - self.compressed_bytes
+
+    @property
+    def headroom_ratio(self) -> float:
+        return self.headroom_bytes / CONFIGMAP_VALUE_LIMIT
+
+    @property
+    def fits(self) -> bool:
+        return self.compressed_bytes <= CONFIGMAP_VALUE_LIMIT
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "headroom_bytes": self.headroom_bytes,
+            "headroom_ratio": round(self.headroom_ratio, 4),
+            "fits": self.fits,
+        }
+
+
+def _project_feed(index: int, collector: CollectorSettings, shape: str) -> ShardProjection:
+    wanted = collector.max_seen_keys
+    encoded_rows = min(wanted, PROJECTION_MAX_ENCODED_ROWS)
+    workload = FeedWorkload(collector.namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
+    size = codec.encode_shard(collector.namespace, workload.rows).compressed_bytes
+    per_row = size / max(encoded_rows, 1)
+    projected = size if wanted == encoded_rows else math.ceil(per_row * wanted)
+    return ShardProjection(
+        shard=collector.namespace,
+        knob=f"collectors[{index}].maxSeenKeys",
+        rows=wanted + len(workload.rows) - encoded_rows,
+        compressed_bytes=projected,
+        extrapolated=wanted != encoded_rows,
+        max_rows=int(CONFIGMAP_VALUE_LIMIT // per_row),
+    )
+
+
+def _project_flowlogs(index: int, collector: CollectorSettings) -> ShardProjection:
+    windows = max(1, math.ceil(collector.replay_window_seconds / collector.poll_seconds))
+    rows = flowlogs_rows(collector.namespace, replay_rows=windows)
+    return ShardProjection(
+        shard=collector.namespace,
+        knob=f"collectors[{index}].replayWindowSeconds",
+        rows=len(rows),
+        compressed_bytes=codec.encode_shard(collector.namespace, rows).compressed_bytes,
+        extrapolated=False,
+        max_rows=None,
+    )
+
+
+def project(settings: RuntimeSettings, shape: str = PROJECTION_SHAPE) -> list[ShardProjection]:
+    """One projection per configured collector, in config order."""
+    return [
+        _project_feed(index, collector, shape)
+        if collector.kind == "objectstore"
+        else _project_flowlogs(index, collector)
+        for index, collector in enumerate(settings.collectors)
+    ]
+
+
+def misfit(projections: list[ShardProjection]) -> ConfigError | None:
+    """The error naming the knob of the first shard that could not fit, if any."""
+    for item in projections:
+        if not item.fits:
+            advice = f"; lower it to at most {item.max_rows}" if item.max_rows else ""
+            return ConfigError(
+                item.knob,
+                f"shard {item.shard!r} is projected at {item.compressed_bytes} bytes, over the "
+                f"{CONFIGMAP_VALUE_LIMIT}-byte ConfigMap limit{advice}",
+            )
+    return None
+
+
+def check(settings: RuntimeSettings, shape: str = PROJECTION_SHAPE) -> list[ShardProjection]:
+    """Projections, or ConfigError naming the knob of the first shard that could not fit."""
+    projections = project(settings, shape)
+    error = misfit(projections)
+    if error is not None:
+        raise error
+    return projections

@@ -1,0 +1,193 @@
+"""The store's subcommands: `inspect`, `project` and `migrate` (SPEC §6, §8, §9).
+
+Each selects a store like the runtime does: from a runtime config (`--config`), or explicitly
+with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from checkpoint_runtime import inspection, migration, projection
+from checkpoint_runtime.backends.base import Backend
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.constants import (
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_STORE_NAME,
+    PROJECTION_SHAPE,
+)
+from checkpoint_runtime.coordination import Stamp
+from checkpoint_runtime.errors import CheckpointError, ConfigError
+from checkpoint_runtime.runtime import credentials
+from checkpoint_runtime.runtime.settings import load_settings
+from checkpoint_runtime.store import Store
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MIGRATE_WRITER = "checkpoint-runtime-migrate"
+
+
+def _store_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("store (from --config, or explicitly)")
+    where.add_argument("--config", help="runtime config file; its store section selects the store")
+    where.add_argument("--path", help="file store folder")
+    where.add_argument("--namespace", help="coordination namespace of a live cluster")
+    where.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
+    where.add_argument("--lease-name", help=f"store (Lease) name (default {DEFAULT_STORE_NAME})")
+    where.add_argument("--legacy-name", help="legacy single ConfigMap (or file) name")
+    where.add_argument("--deadline", type=float, default=None, help="seconds for the operation")
+
+
+def _backend(args: argparse.Namespace) -> tuple[Backend, float]:
+    """The backend the arguments name, and the deadline to use with it."""
+    lease, legacy, path, namespace = args.lease_name, args.legacy_name, args.path, args.namespace
+    deadline = DEFAULT_DEADLINE_SECONDS
+    if args.config:
+        store = load_settings(args.config).store
+        lease, legacy = lease or store.lease_name, legacy or store.legacy_config_map
+        deadline = store.deadline_seconds
+        if store.backend == "file":
+            path = path or store.path
+        else:
+            namespace = namespace or credentials.coordination_namespace(store.namespace)
+    lease = lease or DEFAULT_STORE_NAME
+    deadline = args.deadline or deadline
+    if (path is None) == (namespace is None):
+        raise ConfigError("store", "select exactly one store: --path, --namespace or --config")
+    if path is not None:
+        return FileBackend(path, lease, legacy), deadline
+    configuration = credentials.kube_configuration(args.kubeconfig)
+    return KubernetesBackend(configuration, namespace, lease, legacy), deadline
+
+
+def _print(args: argparse.Namespace, document: Any, text: str) -> None:
+    print(json.dumps(document, indent=2, sort_keys=True) if args.json else text, flush=True)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    backend, deadline = _backend(args)
+    store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
+    document = inspection.report(store)
+    legacy = backend.read_legacy(store.new_deadline())
+    if legacy is not None:
+        document["legacy"] = migration.status(store, legacy).__dict__ | {
+            "state": migration.status(store, legacy).state
+        }
+    text = inspection.table(document["shards"])
+    text += (
+        f"\n{document['shard_count']} shard(s), {document['total_compressed_bytes']} bytes "
+        f"stored, limit {document['limit_bytes']} bytes per shard ({document['store']})"
+    )
+    if legacy is not None:
+        text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
+    _print(args, document, text)
+    return EXIT_OK
+
+
+PROJECTION_COLUMNS = (
+    ("shard", "SHARD"),
+    ("knob", "KNOB"),
+    ("rows", "ROWS"),
+    ("compressed_bytes", "PROJECTED"),
+    ("headroom_bytes", "HEADROOM"),
+    ("headroom_ratio", "FREE%"),
+    ("max_rows", "MAX_ROWS"),
+)
+
+
+def _project(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    projections = projection.project(settings, args.shape)
+    rows = [item.as_dict() for item in projections]
+    text = inspection.table(
+        [{**row, "max_rows": row["max_rows"] or "-"} for row in rows], PROJECTION_COLUMNS
+    )
+    _print(args, {"shape": args.shape, "shards": rows}, text)
+    error = projection.misfit(projections)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    backend, deadline = _backend(args)
+    store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
+    legacy = backend.read_legacy(store.new_deadline())
+    if legacy is None:
+        print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
+        return EXIT_FAILED
+    if args.from_legacy or args.keep_shards:
+        # An operator override: write under the newest epoch seen so no shard fences us.
+        newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
+        store.stamp = Stamp(newest, MIGRATE_WRITER)
+        resolve = (
+            migration.resolve_from_legacy if args.from_legacy else migration.resolve_keep_shards
+        )
+        resolve(store, store.new_deadline())
+        store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
+        legacy = backend.read_legacy(store.new_deadline())
+        assert legacy is not None
+    status = migration.status(store, legacy)
+    document = {**status.__dict__, "state": status.state}
+    text = (
+        f"legacy {status.name}: {status.state}\n  digest now      {status.digest}\n"
+        f"  migrated digest {status.migrated_digest}\n  legacy rows     {status.rows}\n"
+        + "\n".join(f"  shard {k}: from {v}" for k, v in sorted(status.shards_from_legacy.items()))
+    )
+    _print(args, document, text)
+    return EXIT_OK
+
+
+def _guarded(command: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = command(args)
+            return code
+        except ConfigError as error:
+            print(f"error: invalid configuration: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        except (CheckpointError, ExceptionGroup, LookupError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_FAILED
+
+    return run
+
+
+def register(subparsers: Any) -> None:
+    inspect = subparsers.add_parser(
+        "inspect", help="per-shard sizes, ratio and headroom (never writes)"
+    )
+    _store_arguments(inspect)
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    inspect.set_defaults(func=_guarded(_inspect))
+
+    project = subparsers.add_parser(
+        "project", help="project every shard's size from a config; non-zero if one cannot fit"
+    )
+    project.add_argument("--config", required=True, help="runtime config file")
+    project.add_argument("--shape", default=PROJECTION_SHAPE, choices=("uuid", "old-design"))
+    project.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    project.set_defaults(func=_guarded(_project))
+
+    migrate = subparsers.add_parser(
+        "migrate", help="show or resolve the legacy migration state (SPEC §8)"
+    )
+    _store_arguments(migrate)
+    choice = migrate.add_mutually_exclusive_group()
+    choice.add_argument("--status", action="store_true", help="only report (the default)")
+    choice.add_argument(
+        "--from-legacy",
+        action="store_true",
+        help="legacy wins: rewrite every shard from the current legacy value, then mark it",
+    )
+    choice.add_argument(
+        "--keep-shards",
+        action="store_true",
+        help="shards win: mark the current legacy value as superseded; shards stay as they are",
+    )
+    migrate.add_argument("--json", action="store_true", help="print JSON instead of text")
+    migrate.set_defaults(func=_guarded(_migrate))

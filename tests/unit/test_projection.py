@@ -1,0 +1,76 @@
+"""Per-shard startup projection (SPEC §6) and the `project` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_runtime import cli, projection
+from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.runtime.settings import parse
+
+
+def config(*max_seen: int) -> dict[str, Any]:
+    collectors: list[dict[str, Any]] = [
+        {
+            "kind": "objectstore",
+            "tailnet": "tn",
+            "feed": f"f{i}",
+            "url": "file:///x",
+            "maxSeenKeys": n,
+        }
+        for i, n in enumerate(max_seen)
+    ]
+    collectors.append({"kind": "flowlogs", "tailnet": "tn", "url": "http://127.0.0.1:1/"})
+    return {"store": {"backend": "file", "path": "/tmp/x"}, "collectors": collectors}
+
+
+def test_default_bounds_fit_with_a_projection_per_shard() -> None:
+    projections = projection.check(parse(config(5000, 5000)))
+    assert [p.shard for p in projections] == [
+        "tn/objectstore/f0",
+        "tn/objectstore/f1",
+        "tn/flowlogs",
+    ]
+    feed = projections[0]
+    assert feed.fits
+    assert 0 < feed.compressed_bytes < CONFIGMAP_VALUE_LIMIT // 2
+    assert feed.max_rows is not None
+    assert feed.max_rows > 5000
+
+
+def test_a_shard_that_cannot_fit_is_refused_naming_the_knob() -> None:
+    with pytest.raises(ConfigError) as raised:
+        projection.check(parse(config(5000, 200_000)))
+    assert raised.value.path == "collectors[1].maxSeenKeys"
+    assert "tn/objectstore/f1" in str(raised.value)
+    assert "lower it to at most" in str(raised.value)
+
+
+def test_projection_of_a_bound_just_under_the_estimate_fits() -> None:
+    first = projection.project(parse(config(5000)))[0]
+    assert first.max_rows is not None
+    near = projection.project(parse(config(int(first.max_rows * 0.9))))[0]
+    assert near.fits
+    over = projection.project(parse(config(int(first.max_rows * 1.2))))[0]
+    assert not over.fits
+
+
+def test_project_command_prints_a_table_and_exits_non_zero_on_misfit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(config(5000)))
+    bad.write_text(json.dumps(config(500_000)))
+    assert cli.main(["project", "--config", str(good)]) == 0
+    assert "collectors[0].maxSeenKeys" in capsys.readouterr().out
+    assert cli.main(["project", "--config", str(bad), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["shards"][0]["fits"] is False
+    assert "collectors[0].maxSeenKeys" in captured.err
+    bad.write_text('{"collectors": [{"kind": "objectstore"}]}')
+    assert cli.main(["project", "--config", str(bad)]) == 2

@@ -33,9 +33,14 @@ from checkpoint_runtime.constants import (
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
 )
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import CheckpointError, ConfigError
 
 log = logging.getLogger(__name__)
+
+
+class LeadershipLostError(CheckpointError):
+    """We no longer hold the Lease within its renew deadline: stop writing (§7)."""
+
 
 Clock = Callable[[], float]
 WallClock = Callable[[], datetime]
@@ -345,9 +350,10 @@ class LeaderElector:
     def release(self, timeout: float | None = None) -> bool:
         """Give the lease up now (client-go ReleaseOnCancel): holder "", a 1 s lease.
 
-        The caller must have stopped everything the lease guards first.
+        The caller must have stopped everything the lease guards first. A term whose renew
+        deadline passed is not ours to release any more (someone may hold the Lease by now).
         """
-        if not self.holds_lease():
+        if not self.is_leader():
             return True
         timeout = self.timings.renew_deadline if timeout is None else timeout
         now = self._wall_clock()
@@ -404,7 +410,7 @@ class LeaderElector:
             left = self._deadline_left()
             if left <= 0 or not self.holds_lease():
                 log.error(
-                    "lost lease %s: no renewal within %g s (leader now %r)",
+                    "lost lease %s: no renewal within %g s (last observed holder %r)",
                     self.lock.describe(),
                     self.timings.renew_deadline,
                     self.observed_leader,

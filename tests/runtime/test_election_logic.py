@@ -321,3 +321,14 @@ def test_wire_time_never_sends_a_zero_fraction() -> None:
     whole = datetime(2026, 1, 1, 8, 0, 0, tzinfo=UTC)
     assert wire_time(whole).microsecond == 1
     assert wire_time(whole.replace(microsecond=7)) == whole.replace(microsecond=7)
+
+
+def test_a_term_past_its_renew_deadline_is_not_released() -> None:
+    """Releasing then would write over whoever holds the Lease by now."""
+    clock, server = FakeClock(), FakeLeaseServer()
+    a = elector(server, "a", clock)
+    assert a.try_acquire_or_renew()
+    writes = len(server.writes)
+    clock.now += TIMINGS.renew_deadline
+    assert a.release()
+    assert len(server.writes) == writes

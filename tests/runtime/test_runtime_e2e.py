@@ -9,6 +9,7 @@ chart's rendered config.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -239,3 +240,39 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
     assert restarted.terminate() == 0
     rows = stored_rows(release)
     assert seen_ids(rows, SHARD) == {object_id(f"u-{i}.json") for i in range(1, 5)}
+
+
+def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
+    release: Release, bucket: Path, tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    """SIGSTOP is the paused ex-leader client-go warns about: when it resumes, its renew
+    deadline has passed, so it stops before emitting or writing, and exits non-zero."""
+    config = runtime_config(release, bucket)
+    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(a.start())
+    wait_for(a.leading, 20, "a leads")
+    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(b.start())
+    b.wait_ready()
+    first = [f"p-{i}.json" for i in range(5)]
+    write_objects(bucket, first)
+    wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 5, 20, "a stored the first")
+
+    assert a.process is not None
+    a.process.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(b.leading, 20, "b takes over from the paused leader")
+        later = [f"q-{i}.json" for i in range(5)]
+        write_objects(bucket, later)
+        wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 10, 20, "b stored more")
+    finally:
+        a.process.send_signal(signal.SIGCONT)
+    assert a.wait_exit(20) == 1
+    assert sorted(a.objects()) == first  # nothing emitted after it resumed
+    assert sorted(b.objects()) == later
+    stamps = shard_config_maps(release)[0].metadata.annotations  # type: ignore[union-attr]
+    assert stamps["checkpoint-runtime.io/writer"] == "runtime-b"
+    assert seen_ids(stored_rows(release), SHARD) == {object_id(n) for n in first + later}
+    assert b.running
+    assert b.terminate() == 0

@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -26,10 +26,11 @@ from typing import Any
 from kubernetes import client
 from prometheus_client import Counter, Gauge
 
+from checkpoint_runtime import projection
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.collectors import Collector, CollectorRunner
+from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
 from checkpoint_runtime.collectors.sink import Sink, open_sink
@@ -39,6 +40,7 @@ from checkpoint_runtime.leaderelection import (
     ElectionThread,
     KubernetesLeaseLock,
     LeaderElector,
+    LeadershipLostError,
     default_identity,
 )
 from checkpoint_runtime.metrics import StoreMetrics
@@ -75,6 +77,12 @@ def main(args: argparse.Namespace) -> int:
     logs.configure()
     try:
         settings = load_settings(args.config)
+        # §6: a config whose shard could not fit is refused now, naming the knob.
+        for shard in projection.check(settings):
+            log.info(
+                "projected shard",
+                extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
+            )
     except ConfigError as error:
         log.error("invalid configuration: %s", error, extra={"key": error.path})
         return EXIT_CONFIG
@@ -120,17 +128,55 @@ class RuntimeMetrics:
         )
 
 
-class CountingCollector:
-    """Wraps a collector to count its polls and records in /metrics."""
+class LeaderGuardedMap:
+    """The store as collectors see it: every write first checks that we still lead, so a
+    paused or partitioned ex-leader stops writing as soon as its renew deadline has passed,
+    before the shards' epoch fence even has to refuse it (§7)."""
 
-    def __init__(self, inner: Collector, metrics: RuntimeMetrics) -> None:
+    def __init__(self, store: Store, leading: Callable[[], bool]) -> None:
+        self._store = store
+        self._leading = leading
+
+    def _check(self) -> None:
+        if not self._leading():
+            raise LeadershipLostError("not leading any more: refusing to write checkpoints")
+
+    def get(self, key: str) -> str | None:
+        return self._store.get(key)
+
+    def items(self, prefix: str = "") -> list[tuple[str, str]]:
+        return self._store.items(prefix)
+
+    def set(self, key: str, value: str) -> None:
+        self._check()
+        self._store.set(key, value)
+
+    def delete(self, key: str) -> None:
+        self._check()
+        self._store.delete(key)
+
+    def batch(self, changes: Mapping[str, str | None]) -> None:
+        self._check()
+        self._store.batch(changes)
+
+
+class CountingCollector:
+    """Wraps a collector to count its polls and records in /metrics, and to poll only while
+    leading (a deposed leader must not emit either)."""
+
+    def __init__(
+        self, inner: Collector, metrics: RuntimeMetrics, leading: Callable[[], bool]
+    ) -> None:
         self.inner = inner
         self.namespace = inner.namespace
         self.poll_seconds = inner.poll_seconds
+        self._leading = leading
         self._records = metrics.records.labels(inner.namespace)
         self._polls = metrics.polls.labels(inner.namespace)
 
     def poll(self) -> int:
+        if not self._leading():
+            raise LeadershipLostError("not leading any more: collector stopped")
         emitted = self.inner.poll()
         self._records.inc(emitted)
         self._polls.inc()
@@ -298,7 +344,11 @@ class Runtime:
             return self._finish(store)
         self.metrics.store.leader.set(1)
         self.metrics.epoch.set(epoch)
-        collectors = [CountingCollector(c, self.metrics) for c in self._collectors(store, sink)]
+        guarded = LeaderGuardedMap(store, self._leading)
+        collectors = [
+            CountingCollector(c, self.metrics, self._leading)
+            for c in self._collectors(guarded, sink)
+        ]
         runner = CollectorRunner(collectors, self._on_fatal)
         persister = GuardedPersister(store, self._leading, self._on_fatal)
         runner.start()
@@ -315,7 +365,7 @@ class Runtime:
         persister.stop()
         return self._finish(store)
 
-    def _collectors(self, store: Store, sink: Sink) -> list[Collector]:
+    def _collectors(self, store: CheckpointMap, sink: Sink) -> list[Collector]:
         made: list[Collector] = []
         for entry in self.settings.collectors:
             if entry.kind == "objectstore":

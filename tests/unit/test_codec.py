@@ -175,3 +175,48 @@ def test_envelope_beats_the_baseline_on_both_workloads() -> None:
         rows = FeedWorkload(SHARD, 5000, shape).rows
         ours = len(codec.encode_shard(SHARD, rows).blob)
         assert ours <= 0.75 * len(codec.baseline_encode(rows)), shape
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes_decode_only_to_a_named_error(blob: bytes) -> None:
+    with pytest.raises(CorruptShardError):
+        codec.decode_shard(SHARD, blob)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda c: (
+            st.lists(c, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "format",
+                        "shard",
+                        "rows",
+                        "groups",
+                        "kind",
+                        "base64",
+                        "ids",
+                        "values",
+                        "prefix",
+                        "suffix",
+                    ]
+                ),
+                c,
+                max_size=5,
+            )
+        ),
+        max_leaves=30,
+    )
+)
+def test_arbitrary_json_decodes_only_to_rows_or_a_named_error(document: Any) -> None:
+    if isinstance(document, dict):
+        document = {"format": SHARD_FORMAT, "shard": SHARD, **document}
+    try:
+        rows = codec.decode_shard(SHARD, blob_of(document))
+    except CorruptShardError:
+        return
+    assert all(key.startswith(SHARD + "/") for key in rows)

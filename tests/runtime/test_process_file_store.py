@@ -105,3 +105,17 @@ def test_sigterm_flushes_and_a_restart_does_not_re_emit(
     wait_for(lambda: len(second.objects()) == 1, 20, "second emits the new object")
     assert second.objects() == ["obj-100.json"]
     assert second.terminate() == 0
+
+
+def test_the_projection_refuses_a_shard_that_could_not_fit_naming_the_knob(
+    tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    config = file_config(tmp_path)
+    config["collectors"][0]["maxSeenKeys"] = 1_000_000
+    proc = RuntimeProcess(tmp_path, "too-big", config)
+    procs.append(proc.start())
+    assert proc.wait_exit(60) == 2
+    error = next(e for e in proc.logs() if e.get("level") == "error")
+    assert error["key"] == "collectors[0].maxSeenKeys"
+    assert "1048576" in error["msg"]
+    assert not (tmp_path / "cp").exists()

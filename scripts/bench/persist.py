@@ -616,11 +616,11 @@ def tables(report: PersistReport) -> list[Table]:
     return [latency, sent, windows]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, plane: ControlPlane | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few iterations, one size")
     args = parser.parse_args(argv)
-    report = run(quick=args.quick)
+    report = run(plane, quick=args.quick)
     for table in report.tables:
         print(table.markdown())
     return 0

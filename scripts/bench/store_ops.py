@@ -286,14 +286,14 @@ def tables(report: StoreOpsReport) -> list[Table]:
     return [throughput, opens]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, plane: ControlPlane | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, 10 shards")
     parser.add_argument(
         "--no-apiserver", action="store_true", help="open time on the file backend only"
     )
     args = parser.parse_args(argv)
-    report = run(quick=args.quick, with_apiserver=not args.no_apiserver)
+    report = run(plane, quick=args.quick, with_apiserver=not args.no_apiserver)
     for table in report.tables:
         print(table.markdown())
     return 0

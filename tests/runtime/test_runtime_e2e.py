@@ -27,7 +27,10 @@ from runtime_harness import (
 )
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
+from checkpoint_runtime.legacy import encode_legacy, legacy_digest
 from checkpoint_runtime.store import Store
+from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
 
@@ -276,3 +279,45 @@ def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
     assert seen_ids(stored_rows(release), SHARD) == {object_id(n) for n in first + later}
     assert b.running
     assert b.terminate() == 0
+
+
+def test_the_runtime_migrates_legacy_state_and_continues_from_it(
+    chart_install: Callable[..., Release],
+    control_plane: ControlPlane,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+) -> None:
+    """The old release's single ConfigMap is migrated on open; what its seen-set covers is not
+    emitted again, and the legacy data stays exactly as it was (a rollback can still read it)."""
+    namespace = control_plane.create_namespace("legacy")
+    migrated = [f"old-{i:02d}.json" for i in range(10)]
+    fresh = [f"new-{i:02d}.json" for i in range(5)]
+    write_objects(bucket, migrated + fresh)
+    rows = {
+        f"{SHARD}/seen/{object_id(name)}": "2026-03-01T00:00:00.000000000Z" for name in migrated
+    }
+    rows[f"{SHARD}/cursor"] = migrated[-1]
+    value = encode_legacy(rows)
+    with control_plane.admin_api() as api:
+        client.CoreV1Api(api).create_namespaced_config_map(
+            namespace,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="old-checkpoints"),
+                data={LEGACY_DATA_KEY: value},
+            ),
+        )
+    release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
+    config = runtime_config(release, bucket)
+    assert config["store"]["legacyConfigMap"] == "old-checkpoints"
+    proc = RuntimeProcess(tmp_path, "runtime-a", config, sa_kubeconfig(release, tmp_path / "k"))
+    procs.append(proc.start())
+    wait_for(lambda: len(proc.objects()) == len(fresh), 30, "the fresh objects emitted")
+    assert sorted(proc.objects()) == fresh
+    assert proc.terminate() == 0
+    with control_plane.admin_api() as api:
+        legacy = client.CoreV1Api(api).read_namespaced_config_map("old-checkpoints", namespace)
+    assert legacy.data == {LEGACY_DATA_KEY: value}  # unchanged
+    assert legacy.metadata is not None
+    assert (legacy.metadata.annotations or {}).get(ANNOTATION_MIGRATED) == legacy_digest(value)
+    assert seen_ids(stored_rows(release), SHARD) == {object_id(n) for n in migrated + fresh}

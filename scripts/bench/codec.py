@@ -248,7 +248,7 @@ def _repetitions(seen_rows: int, quick: bool) -> int:
 
 def _sweep_sizes(quick: bool) -> list[int]:
     if quick:
-        return [500, 1000, 2000]
+        return [500, 1000]
     sizes, size = [], 1000.0
     while size <= 400_000:
         sizes.append(int(round(size, -2)))
@@ -267,7 +267,7 @@ def run(quick: bool = False) -> CodecReport:
         ceiling = 2000 if quick else CEILING[shape]
         source = RowSource(shape, max(ceiling, ROWS_AT))
         source.check(min(1000, ceiling))
-        at_5000[shape] = measure(shape, source.rows(ROWS_AT), ROWS_AT, 3 if quick else 21)
+        at_5000[shape] = measure(shape, source.rows(ROWS_AT), ROWS_AT, 1 if quick else 21)
         shape_points = []
         for size in _sweep_sizes(quick):
             if size > source.most:

@@ -34,6 +34,7 @@ from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
+SHARD_ROWS = 5000
 
 
 @dataclass
@@ -84,7 +85,7 @@ def _rate(
 
 def measure_memory(folder: Path, quick: bool) -> list[Throughput]:
     store = _open(FileBackend(folder, LEASE))
-    rows = FeedWorkload(FEED, 5000, "uuid").rows
+    rows = FeedWorkload(FEED, SHARD_ROWS, "uuid").rows
     store.batch(rows)
     seen = [key for key in rows if "/seen/" in key]
     count = 20_000 if quick else 300_000
@@ -110,11 +111,14 @@ def measure_memory(folder: Path, quick: bool) -> list[Throughput]:
 
 
 def measure_batch(folder: Path, quick: bool) -> list[Throughput]:
-    """Synchronous batches into a 5000-row feed shard (plus two more feeds for the last case)."""
+    """Synchronous batches into a 5000-row feed shard (plus two more feeds for the last case).
+
+    --quick uses 500-row shards (smoke sizes, not figures).
+    """
     store = _open(FileBackend(folder, LEASE))
     feeds = [collector_namespace("objectstore", "tailnet-1", f"feed-{n}") for n in (1, 2, 3)]
     for feed in feeds:
-        store.batch(FeedWorkload(feed, 5000, "uuid").rows)
+        store.batch(FeedWorkload(feed, 500 if quick else SHARD_ROWS, "uuid").rows)
     calls = 3 if quick else 40
     results = []
     for label, changed, shards in (

@@ -1,0 +1,105 @@
+"""Smoke tests of the benchmark scripts: they run with --quick and print their tables.
+
+No timing is asserted (performance lives in `just bench`, never in CI). What is asserted: the
+scripts run end to end on the real API server, every table is well formed, the behavioural
+invariants the persist benchmark observes hold (API writes per debounce window never exceed the
+dirty shards, none while idle), and all.py writes its report and plots.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench"
+
+
+def _bench_all() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_all", BENCH / "all.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_all"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench_all() -> ModuleType:
+    return _bench_all()
+
+
+@pytest.fixture(scope="module")
+def quick(bench_all: ModuleType, control_plane: Any) -> Any:
+    """codec, persist and store_ops once, --quick sizes, on the session's control plane."""
+    return bench_all.collect(control_plane, quick=True, external=False)
+
+
+def _assert_well_formed(tables: list[Any]) -> None:
+    assert tables
+    for table in tables:
+        assert table.rows, f"{table.title}: no rows"
+        for row in table.rows:
+            assert len(row) == len(table.headers), f"{table.title}: {row}"
+        printed = table.markdown()
+        assert printed.startswith(f"### {table.title}")
+        assert printed.count("\n|") == len(table.rows) + 2  # header, rule, rows
+
+
+def test_codec_script_quick_prints_its_tables() -> None:
+    answer = subprocess.run(
+        [sys.executable, str(BENCH / "codec.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert answer.returncode == 0, answer.stderr
+    for title in ("### Codec at 5000 seen rows", "### Codec sweep", "### Most seen rows"):
+        assert title in answer.stdout
+    assert "| old-design |" in answer.stdout
+    assert "| uuid |" in answer.stdout
+
+
+def test_every_benchmark_quick_prints_well_formed_tables(
+    quick: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for report in (quick.codec, quick.persist, quick.store_ops):
+        _assert_well_formed(report.tables)
+        for table in report.tables:
+            print(table.markdown())
+    printed = capsys.readouterr().out
+    assert "### Persist latency" in printed
+    assert "### Store.open time" in printed
+    assert "| kube-apiserver |" in printed
+
+
+def test_persist_observes_the_debounce_invariants(quick: Any) -> None:
+    """Writes per window never exceed the dirty shards, and nothing is written while idle."""
+    for window in quick.persist.windows:
+        assert window.windows > 0
+        assert window.writes > 0
+        assert window.over_budget == 0
+        assert window.max_writes <= window.updated_shards
+        assert window.stray_writes == 0
+        assert window.idle_writes == 0
+    for sent in quick.persist.bytes_per_row:
+        assert sent.sharded_wire > 0
+        assert sent.legacy_wire > sent.sharded_wire  # a byte count, not a time
+
+
+def test_all_writes_the_report_and_plots(bench_all: ModuleType, quick: Any, tmp_path: Path) -> None:
+    document = bench_all.write(quick, tmp_path)
+    text = document.read_text()
+    assert "## Targets (issue 6)" in text
+    for name in ("codec, uuid workload", "persist, uuid workload", "render gate"):
+        assert name in text
+    for png in ("bench-codec-sweep.png", "bench-codec-time.png", "bench-persist.png"):
+        assert (tmp_path / png).read_bytes().startswith(b"\x89PNG"), png
+        assert f"]({png})" in text

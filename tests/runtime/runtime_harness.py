@@ -8,16 +8,21 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from checkpoint_runtime.collectors.objectstore import object_id
+from checkpoint_runtime.collectors.flowlogs import parse_rfc3339
+from checkpoint_runtime.collectors.objectstore import object_id, rfc3339_ns
 
 
 def free_port() -> int:
@@ -56,6 +61,48 @@ def write_objects(bucket: Path, names: list[str]) -> None:
         path = bucket / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"object": name, "n": 1}) + "\n" + json.dumps({"n": 2}) + "\n")
+
+
+class FlowLogServer:
+    """Serves records whose `at` lies in [start, end); can be told to fail."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.failing = False
+        self.requests: list[tuple[datetime, datetime]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                start, end = parse_rfc3339(query["start"][0]), parse_rfc3339(query["end"][0])
+                outer.requests.append((start, end))
+                if outer.failing:
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                chosen = [r for r in outer.records if start <= parse_rfc3339(r["at"]) < end]
+                body = json.dumps({"logs": chosen}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/flowlogs"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def add(self, at: datetime, n: int) -> None:
+        self.records.append({"at": rfc3339_ns(at), "n": n})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class RuntimeProcess:
@@ -133,6 +180,9 @@ class RuntimeProcess:
     def objects(self) -> list[str]:
         return [r["object"] for r in self.records() if r.get("line") == 0]
 
+    def flow_numbers(self) -> list[int]:
+        return [r["record"]["n"] for r in self.records() if r.get("collector") == "flowlogs"]
+
     def logs(self) -> list[dict[str, Any]]:
         if not self.stderr_path.exists():
             return []
@@ -181,4 +231,12 @@ def seen_ids(rows: dict[str, str], shard: str) -> set[str]:
     return {key[len(prefix) :] for key in rows if key.startswith(prefix)}
 
 
-__all__ = ["RuntimeProcess", "free_port", "object_id", "seen_ids", "wait_for", "write_kubeconfig"]
+__all__ = [
+    "FlowLogServer",
+    "RuntimeProcess",
+    "free_port",
+    "object_id",
+    "seen_ids",
+    "wait_for",
+    "write_kubeconfig",
+]

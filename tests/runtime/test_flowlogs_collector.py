@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-import urllib.parse
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_harness import FlowLogServer
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector, parse_rfc3339
@@ -19,48 +17,6 @@ from checkpoint_runtime.collectors.objectstore import rfc3339_ns
 from checkpoint_runtime.store import Store
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-
-
-class FlowLogServer:
-    """Serves records whose `at` lies in [start, end); can be told to fail."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-        self.failing = False
-        self.requests: list[tuple[datetime, datetime]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-                start, end = parse_rfc3339(query["start"][0]), parse_rfc3339(query["end"][0])
-                outer.requests.append((start, end))
-                if outer.failing:
-                    self.send_response(500)
-                    self.end_headers()
-                    return
-                chosen = [r for r in outer.records if start <= parse_rfc3339(r["at"]) < end]
-                body = json.dumps({"logs": chosen}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/flowlogs"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def add(self, at: datetime, n: int) -> None:
-        self.records.append({"at": rfc3339_ns(at), "n": n})
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class ListSink:

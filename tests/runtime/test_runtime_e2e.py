@@ -12,12 +12,14 @@ import json
 import signal
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from runtime_harness import (
+    FlowLogServer,
     RuntimeProcess,
     object_id,
     seen_ids,
@@ -51,6 +53,13 @@ def bucket(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def flowlogs() -> Iterator[FlowLogServer]:
+    server = FlowLogServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
 def procs() -> Iterator[list[RuntimeProcess]]:
     started: list[RuntimeProcess] = []
     yield started
@@ -58,7 +67,9 @@ def procs() -> Iterator[list[RuntimeProcess]]:
         proc.stop_quietly()
 
 
-def runtime_config(release: Release, bucket: Path, **store: Any) -> dict[str, Any]:
+def runtime_config(
+    release: Release, bucket: Path, flowlogs_url: str | None = None, **store: Any
+) -> dict[str, Any]:
     config = json.loads(json.dumps(release.rendered_config))
     assert config["store"]["backend"] == "kubernetes"
     config["store"].update({"debounceSeconds": 0.2, **store})
@@ -73,6 +84,10 @@ def runtime_config(release: Release, bucket: Path, **store: Any) -> dict[str, An
             "maxSeenKeys": 5000,
         }
     ]
+    if flowlogs_url:
+        config["collectors"].append(
+            {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
+        )
     return config
 
 
@@ -116,9 +131,13 @@ def emitted_objects(*procs: RuntimeProcess) -> list[str]:
 
 
 def test_failover_keeps_every_row_and_never_re_emits(
-    release: Release, bucket: Path, tmp_path: Path, procs: list[RuntimeProcess]
+    release: Release,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+    flowlogs: FlowLogServer,
 ) -> None:
-    config = runtime_config(release, bucket)
+    config = runtime_config(release, bucket, flowlogs.url)
     kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
@@ -132,11 +151,14 @@ def test_failover_keeps_every_row_and_never_re_emits(
 
     first_batch = [f"2026/03/01/a-{i:04d}.json" for i in range(150)]
     write_objects(bucket, first_batch)
+    for n in range(3):
+        flowlogs.add(datetime.now(UTC), n)
     wait_for(lambda: len(a.objects()) == 150, 30, "a emits the first batch")
+    wait_for(lambda: len(a.flow_numbers()) == 3, 30, "a emits the first flow logs")
     wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 150, 20, "seen rows stored")
     # The shard is a real ConfigMap written with the chart's RBAC only, visible in /metrics.
     shards = shard_config_maps(release)
-    assert len(shards) == 1
+    assert len(shards) == 2  # one per collector namespace
     assert a.metric("checkpoint_shard_rows", f'shard="{SHARD}"') == 152.0  # seen + cursor + scan
     headroom = a.metric("checkpoint_shard_headroom_ratio", f'shard="{SHARD}"')
     assert headroom is not None
@@ -153,7 +175,11 @@ def test_failover_keeps_every_row_and_never_re_emits(
 
     second_batch = [f"2026/03/01/b-{i:04d}.json" for i in range(20)]
     write_objects(bucket, second_batch)
+    for n in range(3, 6):
+        flowlogs.add(datetime.now(UTC), n)
     wait_for(lambda: len(b.objects()) == 20, 30, "b emits only the new objects")
+    wait_for(lambda: len(b.flow_numbers()) == 3, 30, "b emits only the new flow logs")
+    assert sorted(a.flow_numbers() + b.flow_numbers()) == list(range(6))
     assert sorted(b.objects()) == second_batch  # nothing a emitted came out again
     assert sorted(emitted_objects(a, b)) == sorted(first_batch + second_batch)
 
@@ -163,10 +189,12 @@ def test_failover_keeps_every_row_and_never_re_emits(
     released = lease_spec(release)
     assert released.holder_identity in ("", None)
     assert released.lease_duration_seconds == 1
-    # The shard is stamped by the last leader's term (§7).
-    stamps = shard_config_maps(release)[0].metadata.annotations  # type: ignore[union-attr]
-    assert stamps["checkpoint-runtime.io/epoch"] == str(transitions + 1)
-    assert stamps["checkpoint-runtime.io/writer"] == "runtime-b"
+    assert "tn1/flowlogs/cursor" in rows
+    # Every shard is stamped by the last leader's term (§7).
+    for shard in shard_config_maps(release):
+        stamps = shard.metadata.annotations  # type: ignore[union-attr]
+        assert stamps["checkpoint-runtime.io/epoch"] == str(transitions + 1)
+        assert stamps["checkpoint-runtime.io/writer"] == "runtime-b"
 
 
 def test_sigterm_releases_the_lease_for_an_immediate_takeover(

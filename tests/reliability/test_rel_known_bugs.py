@@ -1,0 +1,140 @@
+"""Bugs the reliability campaign found in code it does not own, pinned as strict xfails.
+
+Each test states what SPEC requires; it fails today (xfail), and turns into a failure (XPASS,
+strict) once the bug is fixed, so the fix cannot go unnoticed: then drop the marker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from rel_support import KubeTarget, leaf_errors
+
+from checkpoint_runtime import codec
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.errors import (
+    CheckpointError,
+    ConfigError,
+    CorruptShardError,
+    LegacyFormatError,
+    WriteUncertainError,
+)
+from checkpoint_runtime.legacy import decode_legacy
+from checkpoint_runtime.runtime import settings
+from checkpoint_runtime.store import Store
+from checkpoint_testenv.faultproxy import FaultProxy
+
+FEED = "tn/objectstore/feed-a"
+DEEP = "[" * 100_000
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="codec.decode_envelope: deeply nested JSON raises RecursionError, not CorruptShardError",
+)
+def test_deeply_nested_envelope_is_a_corrupt_shard() -> None:
+    blob = codec.gzip_fixed(DEEP.encode())  # about 150 bytes: admitted by the API server
+    with pytest.raises(CorruptShardError):
+        codec.decode_shard(FEED, blob)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="legacy.decode_legacy: deeply nested JSON raises RecursionError, not LegacyFormatError",
+)
+def test_deeply_nested_legacy_value_is_a_legacy_format_error() -> None:
+    with pytest.raises(LegacyFormatError):
+        decode_legacy("old-checkpoints", DEEP)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="settings.load_document: deeply nested JSON raises RecursionError, not ConfigError",
+)
+def test_deeply_nested_config_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(DEEP)
+    with pytest.raises(ConfigError):
+        settings.load_document(str(path))
+
+
+def surrogate_envelope(encoding: int) -> bytes:
+    group = {
+        "kind": "seen",
+        "base64": encoding,
+        "ids": {"prefix": [0], "suffix": ["\ud800"]},
+        "values": {"prefix": [0], "suffix": ["v"]},
+    }
+    envelope = {"format": "gzip-shards-v1", "shard": FEED, "rows": 1, "groups": [group]}
+    return codec.gzip_fixed(json.dumps(envelope).encode())  # ASCII JSON with a \\ud800 escape
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="codec._encode_ids: a lone surrogate id in a base64 group raises UnicodeEncodeError",
+)
+def test_lone_surrogate_in_a_base64_id_group_is_a_corrupt_shard() -> None:
+    with pytest.raises(CorruptShardError):
+        codec.decode_shard(FEED, surrogate_envelope(encoding=1))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="codec.decode_envelope admits lone surrogates (plain ids) that encode_shard can never "
+    "write back (UnicodeEncodeError): the shard opens but can never be persisted again",
+)
+def test_a_decoded_shard_can_always_be_encoded_again() -> None:
+    try:
+        rows = codec.decode_shard(FEED, surrogate_envelope(encoding=0))
+    except CorruptShardError:
+        return  # refusing it at decode time would be a fix too
+    codec.encode_shard(FEED, rows)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Store.set/batch accept a value with a lone surrogate; persisting it raises "
+    "UnicodeEncodeError (not a named error) inside the ExceptionGroup",
+)
+def test_unencodable_value_is_refused_with_a_named_error(tmp_path: Path) -> None:
+    store = Store.open(FileBackend(tmp_path, "cr"), writer="w", epoch=1)
+    with pytest.raises((CheckpointError, ExceptionGroup)) as raised:
+        store.batch({f"{FEED}/cursor": "\udc80"})
+    assert all(isinstance(leaf, CheckpointError) for leaf in leaf_errors(raised.value))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="KubernetesBackend._resolve: a definitive answer to the read-back (here 403, as a "
+    "restarted kube-apiserver gives before its RBAC cache syncs) escapes as ApiRefusedError, "
+    "although the write's outcome is unknown (SPEC §7: unresolved -> write-uncertain)",
+)
+def test_unresolvable_read_back_after_a_lost_answer_is_write_uncertain(
+    target: KubeTarget, fault_proxy: Callable[[], FaultProxy]
+) -> None:
+    proxy = fault_proxy()
+    lease = target.fresh_lease("bug")
+    backend = target.backend(lease, host=proxy.host)
+    store = Store.open(backend, writer="w", epoch=1, deadline_seconds=5)
+    store.batch({f"{FEED}/cursor": "v1"})
+    proxy.drop_response_after_forward(count=1, method="PUT")  # the write commits, unseen
+    read = backend.core.read_namespaced_config_map
+    calls: list[int] = []
+
+    def forbidden_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ApiException(status=403, reason="Forbidden")
+        return read(*args, **kwargs)
+
+    backend.core.read_namespaced_config_map = forbidden_once  # type: ignore[method-assign]
+    with pytest.raises(ExceptionGroup) as raised:
+        store.batch({f"{FEED}/cursor": "v2"})
+    assert target.stored(lease)[FEED].rows[f"{FEED}/cursor"] == "v2"  # it did commit
+    (error,) = leaf_errors(raised.value)
+    assert isinstance(error, WriteUncertainError), repr(error)

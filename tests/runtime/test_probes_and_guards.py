@@ -1,0 +1,134 @@
+"""Health endpoints, liveness of a stuck leader, and the leadership guards on writes."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.leaderelection import (
+    ElectionTimings,
+    LeaderElector,
+    LeadershipLostError,
+    LeaseRecord,
+)
+from checkpoint_runtime.runtime.http import HealthServer
+from checkpoint_runtime.runtime.process import GuardedPersister, LeaderGuardedMap
+from checkpoint_runtime.store import Store
+
+
+def fetch(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_health_server_routes() -> None:
+    registry = CollectorRegistry()
+    Gauge("demo_value", "a value", registry=registry).set(7)
+    state = {"healthy": True, "ready": False}
+    server = HealthServer(
+        "127.0.0.1",
+        0,
+        registry,
+        lambda: (state["healthy"], "h"),
+        lambda: (state["ready"], "r"),
+    )
+    server.start()
+    try:
+        assert fetch(server.port, "/healthz")[0] == 200
+        assert fetch(server.port, "/readyz")[0] == 503
+        state["ready"], state["healthy"] = True, False
+        assert fetch(server.port, "/readyz")[0] == 200
+        assert fetch(server.port, "/healthz")[0] == 503
+        status, body = fetch(server.port, "/metrics")
+        assert status == 200
+        assert "demo_value 7.0" in body
+        assert fetch(server.port, "/nope")[0] == 404
+    finally:
+        server.stop()
+
+
+class StaticLock:
+    """A lock that always succeeds once, then fails: enough to reach the leader state."""
+
+    identity = "me"
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self.fail = False
+
+    def describe(self) -> str:
+        return "static"
+
+    def get(self, timeout: float) -> LeaseRecord | None:
+        if self.fail:
+            raise ConnectionError("down")
+        return self.record
+
+    def create(self, record: LeaseRecord, timeout: float) -> None:
+        self.record = record
+
+    def update(self, record: LeaseRecord, timeout: float) -> None:
+        if self.fail:
+            raise ConnectionError("down")
+        self.record = record
+
+
+def test_liveness_fails_for_a_leader_that_stopped_renewing_long_ago() -> None:
+    now = [0.0]
+    lock = StaticLock()
+    elector = LeaderElector(lock, ElectionTimings(15, 10, 2), clock=lambda: now[0])
+    assert elector.healthy(20)  # not leading: a standby is healthy
+    assert elector.try_acquire_or_renew()
+    now[0] = 30.0
+    assert elector.healthy(20)
+    now[0] = 35.1  # lease 15 s + tolerance 20 s since the last observation
+    assert not elector.healthy(20)
+
+
+def test_writes_through_the_guard_need_leadership(tmp_path: Path) -> None:
+    store = Store.open(FileBackend(tmp_path, "cr"), writer="w", debounce_seconds=0)
+    leading = [True]
+    guarded = LeaderGuardedMap(store, lambda: leading[0])
+    guarded.batch({"flowlogs/cursor": "a"})
+    leading[0] = False
+    assert guarded.get("flowlogs/cursor") == "a"
+    assert guarded.items("flowlogs/") == [("flowlogs/cursor", "a")]
+    for write in (
+        lambda: guarded.set("flowlogs/cursor", "b"),
+        lambda: guarded.delete("flowlogs/cursor"),
+        lambda: guarded.batch({"flowlogs/cursor": "b"}),
+    ):
+        with pytest.raises(LeadershipLostError):
+            write()
+    assert store.get("flowlogs/cursor") == "a"
+
+
+def test_the_debounced_persist_stops_when_leadership_ends(tmp_path: Path) -> None:
+    store = Store.open(FileBackend(tmp_path, "cr"), writer="w", debounce_seconds=0.05)
+    leading = [True]
+    errors: list[BaseException] = []
+    persister = GuardedPersister(store, lambda: leading[0], errors.append)
+    persister.start()
+    try:
+        store.set("flowlogs/cursor", "a")
+        deadline = time.monotonic() + 5
+        while store.dirty_shards() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store.dirty_shards() == []
+        leading[0] = False
+        time.sleep(0.2)
+        store.set("flowlogs/cursor", "b")
+        time.sleep(0.3)
+        assert store.dirty_shards() == ["flowlogs"]  # nothing written without leadership
+        assert errors == []
+    finally:
+        persister.stop()

@@ -9,12 +9,13 @@ Envelope (JSON, schemas/shard-envelope.schema.json), gzipped with a fixed header
 Rows are grouped by row kind and sorted by value, then id; ids and values are separate
 columns (similar strings side by side compress better), each front-coded against the previous
 entry (`prefix` = characters shared with it, `suffix` = the rest). Ids that are canonical base64
-of printable text are stored decoded (group `base64`: 1 unpadded, 2 padded, 0 as is), so gzip
-sees the object names instead of their base64 noise. A row kind without ids is a group with the
-single id "".
+of printable text may be stored decoded (group `base64`: 1 unpadded, 2 padded, 0 as is), so gzip
+sees the object names instead of their base64 noise; the encoder does so only where it shrinks
+the id column enough to pay for re-encoding every id on decode. A row kind without ids is a
+group with the single id "".
 
-Measured against gzip of the sorted compact JSON map (scripts/bench/store.py): 0.56x on the
-old design's shape, 0.73x on UUID object names.
+Measured against gzip of the sorted compact JSON map (scripts/bench/codec.py, 5000 rows):
+0.58x on the old design's shape (ids kept as base64), 0.73x on UUID object names (decoded).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoint_runtime.constants import GZIP_LEVEL, MAX_DECODED_ENVELOPE, SHARD_FORMAT
+from checkpoint_runtime.constants import (
+    BASE64_DECODED_MAX_FRACTION,
+    GZIP_LEVEL,
+    MAX_DECODED_ENVELOPE,
+    SHARD_FORMAT,
+)
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
 from checkpoint_runtime.keys import namespace_kind
 
@@ -118,27 +124,47 @@ def _printable_base64(row_id: str) -> tuple[str, int] | None:
     return None
 
 
-def _group_rows(shard: str, rows: Mapping[str, str]) -> dict[tuple[str, int], list[list[str]]]:
-    """Rows by (row kind, id encoding) -> [[id, value], ...]; ids stored decoded when base64."""
-    head = shard + "/"
-    groups: dict[tuple[str, int], list[list[str]]] = {}
-    for key, value in rows.items():
-        if not key.startswith(head):
-            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
-        row_kind, _, row_id = key[len(head) :].partition("/")
-        encoding = _PLAIN
-        if row_id:
-            decoded = _printable_base64(row_id)
-            if decoded is not None:
-                row_id, encoding = decoded
-        groups.setdefault((row_kind, encoding), []).append([row_id, value])
-    return groups
-
-
 def _by_value_then_id(entry: list[str]) -> tuple[str, str]:
     # Value order puts timestamps of one feed side by side: front coding then removes their
     # shared date and hour (measured: better than id order on UUID names, equal on sequential).
     return entry[1], entry[0]
+
+
+def _rows_by_kind(shard: str, rows: Mapping[str, str]) -> dict[str, list[list[str]]]:
+    """Row kind -> [[id, value], ...] with ids relative to the shard."""
+    head = shard + "/"
+    kinds: dict[str, list[list[str]]] = {}
+    for key, value in rows.items():
+        if not key.startswith(head):
+            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
+        row_kind, _, row_id = key[len(head) :].partition("/")
+        kinds.setdefault(row_kind, []).append([row_id, value])
+    return kinds
+
+
+def _trial_bytes(groups: Mapping[int, list[list[str]]]) -> int:
+    """An estimate (gzip level 6) of what the id columns of `groups` compress to."""
+    text = json.dumps([_front_code([entry[0] for entry in g]) for g in groups.values()])
+    return len(zlib.compress(text.encode("utf-8"), 6))
+
+
+def _id_encodings(entries: list[list[str]]) -> dict[int, list[list[str]]]:
+    """Split one row kind by id encoding: decoded base64 where it pays for its decode cost."""
+    split: dict[int, list[list[str]]] = {}
+    for row_id, value in entries:
+        decoded = _printable_base64(row_id) if row_id else None
+        if decoded is None:
+            split.setdefault(_PLAIN, []).append([row_id, value])
+        else:
+            split.setdefault(decoded[1], []).append([decoded[0], value])
+    for group in split.values():
+        group.sort(key=_by_value_then_id)
+    if set(split) == {_PLAIN}:
+        return split
+    plain = {_PLAIN: sorted(entries, key=_by_value_then_id)}
+    if _trial_bytes(split) <= BASE64_DECODED_MAX_FRACTION * _trial_bytes(plain):
+        return split
+    return plain
 
 
 def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
@@ -147,16 +173,16 @@ def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
     if raw_size > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, raw_size, MAX_DECODED_ENVELOPE, len(rows))
     groups = []
-    for (row_kind, encoding), entries in sorted(_group_rows(shard, rows).items()):
-        entries.sort(key=_by_value_then_id)
-        groups.append(
-            {
-                "kind": row_kind,
-                "base64": encoding,
-                "ids": _front_code([entry[0] for entry in entries]),
-                "values": _front_code([entry[1] for entry in entries]),
-            }
-        )
+    for row_kind, kind_entries in sorted(_rows_by_kind(shard, rows).items()):
+        for encoding, entries in sorted(_id_encodings(kind_entries).items()):
+            groups.append(
+                {
+                    "kind": row_kind,
+                    "base64": encoding,
+                    "ids": _front_code([entry[0] for entry in entries]),
+                    "values": _front_code([entry[1] for entry in entries]),
+                }
+            )
     envelope = {"format": SHARD_FORMAT, "shard": shard, "rows": len(rows), "groups": groups}
     text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(text) > MAX_DECODED_ENVELOPE:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
+import uuid
 import zlib
 from pathlib import Path
 from typing import Any
@@ -220,3 +222,18 @@ def test_arbitrary_json_decodes_only_to_rows_or_a_named_error(document: Any) -> 
     except CorruptShardError:
         return
     assert all(key.startswith(SHARD + "/") for key in rows)
+
+
+def group_encodings(rows: dict[str, str]) -> set[tuple[str, int]]:
+    return {(g["kind"], g["base64"]) for g in envelope_of(rows)["groups"]}
+
+
+def test_ids_are_stored_decoded_only_where_that_pays_off() -> None:
+    uuid_rows = rows_of("uuid", seen=2000)
+    assert ("seen", 1) in group_encodings(uuid_rows)  # UUID names: decoded, ~10 % smaller
+    assert ("seen", 0) in group_encodings(rows_of("old-design", seen=5000))  # not worth it
+    names = [f"logs/{uuid.UUID(int=i * 7919)}.gz".encode() for i in range(1, 2000)]
+    padded = {f"{SHARD}/seen/{base64.b64encode(name).decode()}": "t" for name in names}
+    assert ("seen", 2) in group_encodings(padded)
+    mixed = {**uuid_rows, **padded}
+    assert codec.decode_shard(SHARD, codec.encode_shard(SHARD, mixed).blob) == mixed

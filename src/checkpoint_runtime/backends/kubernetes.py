@@ -51,7 +51,7 @@ from .base import ShardWrite, StoredShard, WriteResult, check_owned
 
 T = TypeVar("T")
 DEFAULT_REQUEST_TIMEOUT = 10.0
-LIST_PAGE = 50
+LIST_PAGE = 10  # shards approach 1 MiB each: keep one page (and its decode) small
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 1.0
 _TOO_LONG_MARKERS = ("Too long", "FieldValueTooLong", "must have at most")
 

@@ -224,6 +224,17 @@ def test_sigterm_releases_the_lease_for_an_immediate_takeover(
     write_objects(bucket, ["x-3.json"])
     wait_for(lambda: len(b.objects()) == 1, 20, "b emits the new object")
     assert b.objects() == ["x-3.json"]
+    # A standby asked to stop just leaves: exit 0, the leader's Lease untouched.
+    c = RuntimeProcess(tmp_path, "runtime-c", config, kubeconfig)
+    procs.append(c.start())
+    c.wait_ready()
+    assert c.metric("checkpoint_leader") == 0.0
+    before = lease_spec(release)
+    assert c.terminate() == 0
+    after = lease_spec(release)
+    assert after.holder_identity == "runtime-b"
+    assert after.lease_transitions == before.lease_transitions
+    assert c.records() == []
 
 
 def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_state(

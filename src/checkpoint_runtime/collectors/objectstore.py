@@ -138,7 +138,7 @@ class ObjectStoreCollector:
     def list_objects(self) -> list[ListedObject]:
         try:
             found = self._fs.find(self._root, detail=True) if self._fs.exists(self._root) else {}
-        except OSError as error:
+        except Exception as error:  # any filesystem's failure is the source's, not the store's
             raise SourceError(f"listing {self.url}: {error}") from error
         listed = []
         for path, info in found.items():
@@ -214,7 +214,7 @@ class ObjectStoreCollector:
         try:
             with self._fs.open(item.path, "rb") as handle:
                 data = handle.read()
-        except (OSError, FileNotFoundError) as error:
+        except Exception as error:  # vanished, unreadable, remote failure
             raise SourceError(f"reading: {error}") from error
         if data[:2] == b"\x1f\x8b":
             try:

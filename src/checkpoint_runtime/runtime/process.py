@@ -254,13 +254,17 @@ class Runtime:
         except ConfigError as error:
             log.error("invalid configuration: %s", error, extra={"key": error.path})
             return EXIT_CONFIG
-        self.http = HealthServer(
-            settings.http_bind,
-            self.http_port,
-            self.metrics.store.registry,
-            self.healthy,
-            self.ready,
-        )
+        try:
+            self.http = HealthServer(
+                settings.http_bind,
+                self.http_port,
+                self.metrics.store.registry,
+                self.healthy,
+                self.ready,
+            )
+        except OSError as error:
+            log.error("cannot serve HTTP on %s:%s: %s", settings.http_bind, self.http_port, error)
+            return EXIT_FAILED
         self.http.start()
         log.info("serving /healthz /readyz /metrics", extra={"port": self.http.port})
         sink = self._sink or open_sink(settings.sink_kind, settings.sink_path)

@@ -481,8 +481,14 @@ class ElectionThread:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        if not self.elector.acquire(self._stop):
-            return
-        self.elected.set()
-        if not self.elector.renew(self._stop):
+        try:
+            if not self.elector.acquire(self._stop):
+                return
+            self.elected.set()
+            if not self.elector.renew(self._stop):
+                self.lost.set()
+        except BaseException:
+            # A bug here must not leave the process waiting forever or leading unrenewed.
+            log.exception("leader election loop failed")
             self.lost.set()
+            raise

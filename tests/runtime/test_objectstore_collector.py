@@ -176,3 +176,13 @@ def test_a_failed_checkpoint_write_propagates_and_the_restart_repeats_only_that_
     again = ListSink()
     assert collector(open_store(tmp_path / "cp"), again, bucket, chunk_objects=2).poll() == 2
     assert again.objects() == ["obj-2.json", "obj-3.json"]  # at-least-once: one chunk repeated
+
+
+def test_file_urls_as_the_chart_renders_them(tmp_path: Path, bucket: Path) -> None:
+    write_object(bucket, "day/one.json", [{"n": 1}])
+    sink = ListSink()
+    feed = ObjectStoreCollector(
+        open_store(tmp_path / "cp"), sink, feed="f1", url=f"file://{bucket}"
+    )
+    assert feed.poll() == 1
+    assert sink.objects() == ["day/one.json"]

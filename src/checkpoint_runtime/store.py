@@ -124,6 +124,7 @@ class Store:
         deadline = store.new_deadline()
         store.load(deadline)
         if migrate:
+            # Imported here: migration builds on Store, and open is its only entry point.
             from checkpoint_runtime.migration import migrate_on_open
 
             migrate_on_open(store, deadline)
@@ -310,7 +311,7 @@ class Store:
             state.raw_bytes, state.compressed_bytes = encoded.raw_bytes, encoded.compressed_bytes
             if not state.dirty:
                 state.dirty_since = None
-            self._observe(state)
+            self._observe(state, stored_rows=encoded.rows)
 
     def _annotations(self, encoded: codec.EncodedShard, digest: str | None) -> dict[str, str]:
         annotations = {
@@ -327,10 +328,10 @@ class Store:
             annotations[ANNOTATION_LEGACY_DIGEST] = digest
         return annotations
 
-    def _observe(self, state: ShardState) -> None:
-        self.metrics.observe_shard(
-            state.key, state.raw_bytes, state.compressed_bytes, len(state.rows)
-        )
+    def _observe(self, state: ShardState, stored_rows: int | None = None) -> None:
+        """Export the stored copy's sizes (rows as written, not as changed since)."""
+        rows = len(state.rows) if stored_rows is None else stored_rows
+        self.metrics.observe_shard(state.key, state.raw_bytes, state.compressed_bytes, rows)
 
     # -- introspection and migration support ----------------------------------------------
 

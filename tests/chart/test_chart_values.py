@@ -282,3 +282,40 @@ def test_template_requires_a_service_account_name_even_without_the_schema(
     with Chart.load(copy_dir) as unchecked, pytest.raises(HelmRenderError) as refused:
         unchecked.render(values={"serviceAccount": {"create": False}}, name="cr", namespace="ns")
     assert "serviceAccount.name is required" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1500m"}}},
+            "resources.requests.cpu (2) must not exceed resources.limits.cpu (1500m)",
+        ),
+        (
+            {"resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "2000Mi"}}},
+            "resources.requests.memory (2Gi) must not exceed resources.limits.memory (2000Mi)",
+        ),
+        (
+            {"tests": {"resources": {"requests": {"memory": "1G"}, "limits": {"memory": "999M"}}}},
+            "tests.resources.requests.memory (1G) must not exceed",
+        ),
+    ],
+)
+def test_requests_above_limits_are_refused_naming_the_key(
+    chart: Chart, overrides: dict[str, Any], message: str
+) -> None:
+    """The API server would reject the Deployment; the schema cannot compare two values."""
+    from helm_python.errors import HelmRenderError
+
+    chart.validate_schema(overrides)
+    with pytest.raises(HelmRenderError) as refused:
+        chart.render(values=overrides, name="cr", namespace="ns")
+    assert message in str(refused.value)
+
+
+def test_equal_requests_and_limits_in_other_units_are_accepted(chart: Chart) -> None:
+    resources = {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1000m", "memory": "1024Mi"},
+    }
+    assert chart.render(values={"resources": resources}, name="cr", namespace="ns")

@@ -38,13 +38,13 @@ Labels. Selectors use name and instance only (they are immutable on a Deployment
 object carries the full recommended set plus helm.sh/chart. Call with (list $ "component").
 */}}
 {{- define "checkpoint-runtime.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "checkpoint-runtime.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "checkpoint-runtime.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
 {{- end }}
 
 {{- define "checkpoint-runtime.componentLabels" -}}
 {{- $root := index . 0 -}}
-helm.sh/chart: {{ include "checkpoint-runtime.chart" $root }}
+helm.sh/chart: {{ include "checkpoint-runtime.chart" $root | quote }}
 {{ include "checkpoint-runtime.selectorLabels" $root }}
 app.kubernetes.io/version: {{ $root.Values.image.tag | quote }}
 app.kubernetes.io/component: {{ index . 1 }}
@@ -116,10 +116,11 @@ The restricted pod-security profile. It is fixed here rather than offered as val
 values document can weaken it.
 */}}
 {{- define "checkpoint-runtime.podSecurityContext" -}}
+{{- /* int64: values given as JSON arrive as float64 and would print as 1e+07. */}}
 runAsNonRoot: true
-runAsUser: {{ .Values.podSecurityContext.runAsUser }}
-runAsGroup: {{ .Values.podSecurityContext.runAsGroup }}
-fsGroup: {{ .Values.podSecurityContext.fsGroup }}
+runAsUser: {{ int64 .Values.podSecurityContext.runAsUser }}
+runAsGroup: {{ int64 .Values.podSecurityContext.runAsGroup }}
+fsGroup: {{ int64 .Values.podSecurityContext.fsGroup }}
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
@@ -161,4 +162,31 @@ that schema exactly instead of echoing values through.
 {{- end }}
 {{- $config := dict "store" $store "leaderElection" $election "http" (dict "port" .Values.service.port "bindAddress" "0.0.0.0") "sink" $sink "collectors" $cp.collectors }}
 {{- toPrettyJson $config }}
+{{- end }}
+
+{{/*
+Requests above limits are rejected by the API server when the Deployment is created; JSON
+Schema cannot compare two values, so the templates refuse them at render time, naming the key.
+Call with (list "<values path>" <resources>).
+*/}}
+{{- define "checkpoint-runtime.millicores" -}}
+{{- if hasSuffix "m" . }}{{ trimSuffix "m" . | float64 }}{{ else }}{{ mulf (float64 .) 1000 }}{{ end }}
+{{- end }}
+
+{{- define "checkpoint-runtime.bytes" -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "k" 1000 "M" 1000000 "G" 1000000000 }}
+{{- $unit := regexFind "[A-Za-z]+$" . }}
+{{- mulf (trimSuffix $unit . | float64) (get $units $unit) }}
+{{- end }}
+
+{{- define "checkpoint-runtime.checkResources" -}}
+{{- $path := index . 0 }}
+{{- $resources := index . 1 }}
+{{- range $resource, $unit := dict "cpu" "checkpoint-runtime.millicores" "memory" "checkpoint-runtime.bytes" }}
+{{- $request := get $resources.requests $resource }}
+{{- $limit := get $resources.limits $resource }}
+{{- if gt (include $unit $request | float64) (include $unit $limit | float64) }}
+{{- fail (printf "%s.requests.%s (%s) must not exceed %s.limits.%s (%s)" $path $resource $request $path $resource $limit) }}
+{{- end }}
+{{- end }}
 {{- end }}

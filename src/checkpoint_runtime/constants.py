@@ -96,3 +96,4 @@ PROJECTION_GAP_ROWS: Final = 16
 # to at most this fraction: decoding has to re-encode every such id, which costs time (measured:
 # at gzip level 6, UUID names 0.80-0.84, sequential names 0.91-0.94 of the plain column).
 BASE64_DECODED_MAX_FRACTION: Final = 0.88
+BASE64_TRIAL_ROWS: Final = 1000  # rows of a group the decision is measured on

@@ -197,10 +197,10 @@ def test_failover_keeps_every_row_and_never_re_emits(
         assert stamps["checkpoint-runtime.io/writer"] == "runtime-b"
 
 
-def test_sigterm_releases_the_lease_for_an_immediate_takeover(
+def test_sigterm_flushes_and_releases_the_lease_for_an_immediate_takeover(
     release: Release, bucket: Path, tmp_path: Path, procs: list[RuntimeProcess]
 ) -> None:
-    config = runtime_config(release, bucket)
+    config = runtime_config(release, bucket, debounceSeconds=300)  # only the flush persists sets
     config["leaderElection"] = {
         "enabled": True,
         "leaseDurationSeconds": 30,  # takeover without release would take >= 30 s
@@ -214,10 +214,22 @@ def test_sigterm_releases_the_lease_for_an_immediate_takeover(
     b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
     procs.append(b.start())
     b.wait_ready()
-    write_objects(bucket, ["x-1.json", "x-2.json"])
-    wait_for(lambda: len(a.objects()) == 2, 20, "a emits")
+    write_objects(bucket, ["x-0.json", "x-1.json", "x-2.json"])
+    wait_for(lambda: len(a.objects()) == 3, 20, "a emits")
+    # An idle change (an object vanished) only goes through the debounced persist...
+    (bucket / "x-0.json").unlink()
+    polls = f'collector="{SHARD}"'
+    seen_polls = a.metric("checkpoint_collector_polls_total", polls) or 0
+    wait_for(
+        lambda: (a.metric("checkpoint_collector_polls_total", polls) or 0) >= seen_polls + 3,
+        20,
+        "a few idle polls",
+    )
+    assert '"listed":3' in stored_rows(release)[f"{SHARD}/scan"]
     stopping = time.monotonic()
     assert a.terminate() == 0
+    # ...and SIGTERM flushed it before releasing the Lease.
+    assert '"listed":2' in stored_rows(release)[f"{SHARD}/scan"]
     wait_for(b.leading, 15, "b takes over after the release")
     took = time.monotonic() - stopping
     print(f"\ntakeover after SIGTERM (released lease): {took:.2f} s (lease 30 s)")

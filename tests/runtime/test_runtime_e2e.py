@@ -172,6 +172,11 @@ def test_failover_keeps_every_row_and_never_re_emits(
     assert spec.holder_identity == "runtime-b"
     assert spec.lease_transitions == transitions + 1
     assert b.metric("checkpoint_leader_epoch") == float(transitions + 1)
+    # b took ownership of every shard before its collectors ran (§7): the idle feed shard is
+    # already stamped with b's epoch, so a's late write would be fenced.
+    for shard in shard_config_maps(release):
+        stamps = shard.metadata.annotations  # type: ignore[union-attr]
+        assert stamps["checkpoint-runtime.io/epoch"] == str(transitions + 1)
 
     second_batch = [f"2026/03/01/b-{i:04d}.json" for i in range(20)]
     write_objects(bucket, second_batch)

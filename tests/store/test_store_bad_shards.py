@@ -3,6 +3,7 @@ metrics a stored shard produces (§9; acceptance 5). Open fails closed and write
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 
@@ -29,6 +30,7 @@ def snapshot(harness: Harness) -> dict[str, RawObject | None]:
     return {name: harness.raw(name) for name in harness.object_names()}
 
 
+@functools.cache
 def gzip_bomb() -> bytes:
     compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
     zeros = b"\0" * (1 << 20)

@@ -248,6 +248,8 @@ def test_every_pod_runs_the_restricted_profile(render: Render) -> None:
 def test_helm_test_pod_checks_healthz_through_the_service_without_a_token(render: Render) -> None:
     objects = render()
     pod = one(objects, "Pod")
+    # not selected by the Service (nor the PDB/NetworkPolicy, which use the same selector)
+    assert not SELECTOR.items() <= pod["metadata"]["labels"].items()
     annotations = pod["metadata"]["annotations"]
     assert annotations["helm.sh/hook"] == "test"
     assert "hook-succeeded" in annotations["helm.sh/hook-delete-policy"]
@@ -281,7 +283,9 @@ def test_optional_objects_are_off_by_default_and_render_when_enabled(render: Ren
     assert rule["expr"].endswith("< 0.25")
     assert "{{ $labels.shard }}" in rule["annotations"]["summary"]
     peers = one(objects, "NetworkPolicy")["spec"]["ingress"][0]["from"]
-    assert peers[0] == {"podSelector": {"matchLabels": SELECTOR}}
+    test_pod_labels = one(objects, "Pod")["metadata"]["labels"]
+    (test_peer,) = [peer for peer in peers if "namespaceSelector" not in peer]
+    assert test_peer["podSelector"]["matchLabels"].items() <= test_pod_labels.items()
 
 
 def test_long_release_names_keep_object_names_within_63_characters(render: Render) -> None:

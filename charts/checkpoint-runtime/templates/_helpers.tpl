@@ -52,6 +52,24 @@ app.kubernetes.io/part-of: checkpoint-runtime
 app.kubernetes.io/managed-by: {{ $root.Release.Service }}
 {{- end }}
 
+{{/*
+The helm test pod's labels: its own app.kubernetes.io/name, so that the Service, the
+PodDisruptionBudget and the NetworkPolicy (which select name and instance) never count it.
+*/}}
+{{- define "checkpoint-runtime.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-test" (include "checkpoint-runtime.name" . | trunc 58 | trimSuffix "-") | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}
+{{- end }}
+
+{{- define "checkpoint-runtime.testLabels" -}}
+helm.sh/chart: {{ include "checkpoint-runtime.chart" . | quote }}
+{{ include "checkpoint-runtime.testSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | quote }}
+app.kubernetes.io/component: test
+app.kubernetes.io/part-of: checkpoint-runtime
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
 {{- define "checkpoint-runtime.labels" -}}
 {{ include "checkpoint-runtime.componentLabels" (list . "runtime") }}
 {{- end }}

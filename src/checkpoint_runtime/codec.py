@@ -96,15 +96,27 @@ def _shared_prefix(previous: str, current: str) -> int:
     return low
 
 
-def _front_code(strings: list[str]) -> dict[str, list[Any]]:
-    prefixes: list[int] = []
-    suffixes: list[str] = []
-    previous = ""
-    for current in strings:
-        shared = _shared_prefix(previous, current)
-        prefixes.append(shared)
-        suffixes.append(current[shared:])
+def _ascii_shared_prefixes(strings: list[str]) -> list[int]:
+    """Shared-prefix lengths of ASCII strings: the first differing byte is found by XOR-ing the
+    two strings as big integers (C speed, about twice as fast as the binary search)."""
+    encoded = [text.encode("ascii") for text in strings]
+    from_bytes = int.from_bytes
+    lengths: list[int] = []
+    previous = b""
+    for current in encoded:
+        n = min(len(previous), len(current))
+        differing = from_bytes(previous[:n], "big") ^ from_bytes(current[:n], "big")
+        lengths.append(n - ((differing.bit_length() + 7) >> 3))
         previous = current
+    return lengths
+
+
+def _front_code(strings: list[str]) -> dict[str, list[Any]]:
+    if all(map(str.isascii, strings)):
+        prefixes = _ascii_shared_prefixes(strings)
+    else:
+        prefixes = list(map(_shared_prefix, ["", *strings[:-1]], strings))
+    suffixes = [text[shared:] for text, shared in zip(strings, prefixes, strict=True)]
     return {"prefix": prefixes, "suffix": suffixes}
 
 

@@ -237,3 +237,10 @@ def test_ids_are_stored_decoded_only_where_that_pays_off() -> None:
     assert ("seen", 2) in group_encodings(padded)
     mixed = {**uuid_rows, **padded}
     assert codec.decode_shard(SHARD, codec.encode_shard(SHARD, mixed).blob) == mixed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="ab/0", max_size=6), max_size=12))
+def test_ascii_fast_path_finds_the_same_shared_prefixes(strings: list[str]) -> None:
+    slow = list(map(codec._shared_prefix, ["", *strings[:-1]], strings))
+    assert codec._front_code(strings)["prefix"] == slow

@@ -20,7 +20,6 @@ Measured against gzip of the sorted compact JSON map (scripts/bench/codec.py, 50
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import struct
@@ -122,14 +121,16 @@ def _front_code(strings: list[str]) -> dict[str, list[Any]]:
 
 def _printable_base64(row_id: str) -> tuple[str, int] | None:
     """The text `row_id` is canonical base64 of, and how it was padded, if it round-trips."""
+    if not row_id.isascii():
+        return None
     try:
-        raw = base64.b64decode(row_id + "=" * (-len(row_id) % 4), validate=True)
+        raw = binascii.a2b_base64(row_id + "=" * (-len(row_id) % 4), strict_mode=True)
         text = raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except (binascii.Error, UnicodeDecodeError):
         return None
     if not text.isprintable():
         return None
-    encoded = base64.b64encode(raw).decode("ascii")
+    encoded = binascii.b2a_base64(raw, newline=False).decode("ascii")
     if encoded == row_id:
         return text, _PADDED
     if encoded.rstrip("=") == row_id:

@@ -15,7 +15,7 @@ from kubernetes import client
 from store_harness import LEGACY, KubeHarness, open_store
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.errors import WriteUncertainError
+from checkpoint_runtime.errors import ApiRefusedError, WriteUncertainError
 from checkpoint_runtime.legacy import encode_legacy
 from checkpoint_runtime.store import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy
@@ -250,3 +250,16 @@ def test_unresolvable_outcome_raises_write_uncertain_within_the_deadline(
     assert elapsed < 3 + 10  # bounded by the one shared deadline, not by retries per shard
     proxy.passthrough()
     assert open_store(kube).get(f"{FEED}/cursor") == "2"  # the stalled PUT did commit
+
+
+def test_a_namespace_outside_the_role_is_a_named_refusal_not_a_retry(
+    kube: KubeHarness, control_plane: Any
+) -> None:
+    elsewhere = control_plane.create_namespace("elsewhere")
+    backend = KubernetesBackend(kube.release.configuration(), elsewhere, kube.lease_name)
+    started = time.monotonic()
+    with pytest.raises(ApiRefusedError) as raised:
+        Store.open(backend, writer="w", deadline_seconds=20)
+    assert raised.value.status == 403
+    assert time.monotonic() - started < 20  # definitive: not retried until the deadline
+    backend.close()

@@ -108,7 +108,8 @@ bench: setup testenv-build
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}
 
-# the main job: render the chart and print the gate's verdict and an RBAC summary
+# the main job: gate the chart's defaults, then install it on a local API server and run two runtimes
 [group('demo')]
-demo: setup testenv-build
-    {{ py }} scripts/demo.py
+demo *ARGS: setup testenv-build
+    {{ bin }}/checkpoint-runtime gate
+    {{ py }} scripts/demo_runtime.py {{ ARGS }}

@@ -71,15 +71,23 @@ def unused_values(values: dict[str, Any], sources: list[str]) -> list[str]:
 
 
 def schema_has_path(schema: dict[str, Any], path: str) -> bool:
-    node = schema
-    for key in path.split("."):
+    """Whether the schema defines `path`; list elements (`range $x := .Values.list`) are
+    reached through `items`, and alternatives (oneOf/anyOf) count if any defines the key."""
+
+    def defines(node: dict[str, Any], keys: list[str]) -> bool:
         while "$ref" in node:
             node = schema["$defs"][node["$ref"].removeprefix("#/$defs/")]
-        properties = node.get("properties", {})
-        if key not in properties:
-            return False
-        node = properties[key]
-    return True
+        if not keys:
+            return True
+        alternatives = node.get("oneOf", []) + node.get("anyOf", [])
+        if "items" in node:
+            alternatives.append(node["items"])
+        if any(defines(alternative, keys) for alternative in alternatives):
+            return True
+        child = node.get("properties", {}).get(keys[0])
+        return child is not None and defines(child, keys[1:])
+
+    return defines(schema, path.split("."))
 
 
 def template_sources(chart: Chart) -> list[str]:
@@ -117,6 +125,13 @@ def test_unused_value_detector_follows_aliases_and_serialised_parents() -> None:
         '{{ include "x" (list $ 1) }}{{ $root.Values.t.u }}',
     ]
     assert unused_values(values, sources) == []
+
+
+def test_schema_path_lookup_rejects_undefined_paths(values_schema: dict[str, Any]) -> None:
+    assert schema_has_path(values_schema, "checkpoint.collectors.feed")
+    assert schema_has_path(values_schema, "sink.path")
+    assert not schema_has_path(values_schema, "checkpoint.collectors.bogus")
+    assert not schema_has_path(values_schema, "image.tagg")
 
 
 # --- the chart --------------------------------------------------------------------------------
@@ -299,18 +314,56 @@ def test_template_requires_a_service_account_name_even_without_the_schema(
             {"tests": {"resources": {"requests": {"memory": "1G"}, "limits": {"memory": "999M"}}}},
             "tests.resources.requests.memory (1G) must not exceed",
         ),
+        (
+            {
+                "checkpoint": {
+                    "collectors": [
+                        {"kind": "flowlogs", "url": "https://a.example/flows"},
+                        {"kind": "flowlogs", "url": "https://b.example/flows"},
+                    ]
+                }
+            },
+            'checkpoint.collectors[1]: collector namespace "flowlogs" is already used by '
+            "checkpoint.collectors[0]",
+        ),
+        (
+            {
+                "checkpoint": {
+                    "collectors": [
+                        {"kind": "objectstore", "tailnet": "t", "feed": "f", "url": "s3://a/"},
+                        {"kind": "objectstore", "feed": "f", "url": "s3://b/"},
+                        {"kind": "objectstore", "tailnet": "t", "feed": "f", "url": "s3://c/"},
+                    ]
+                }
+            },
+            'checkpoint.collectors[2]: collector namespace "t/objectstore/f"',
+        ),
     ],
 )
-def test_requests_above_limits_are_refused_naming_the_key(
+def test_render_time_checks_refuse_naming_the_key(
     chart: Chart, overrides: dict[str, Any], message: str
 ) -> None:
-    """The API server would reject the Deployment; the schema cannot compare two values."""
+    """Rules that compare two values, which the schema cannot express, refused while rendering.
+
+    Every such refusal starts with the same prefix, so a values generator can tell "the chart
+    refused these values" from "the chart is broken".
+    """
     from helm_python.errors import HelmRenderError
 
     chart.validate_schema(overrides)
     with pytest.raises(HelmRenderError) as refused:
         chart.render(values=overrides, name="cr", namespace="ns")
-    assert message in str(refused.value)
+    assert f"checkpoint-runtime: invalid values: {message}" in str(refused.value)
+
+
+def test_distinct_collector_namespaces_render(chart: Chart) -> None:
+    collectors = [
+        {"kind": "objectstore", "feed": "f", "url": "s3://a/"},
+        {"kind": "objectstore", "tailnet": "t", "feed": "f", "url": "s3://a/"},
+        {"kind": "flowlogs", "url": "https://a.example/flows"},
+        {"kind": "flowlogs", "tailnet": "t", "url": "https://a.example/flows"},
+    ]
+    assert chart.render(values={"checkpoint": {"collectors": collectors}}, name="cr")
 
 
 def test_equal_requests_and_limits_in_other_units_are_accepted(chart: Chart) -> None:

@@ -91,7 +91,7 @@ a name is required (the schema says so too; this message is for --skip-schema-va
 {{- if .Values.serviceAccount.create }}
 {{- default (include "checkpoint-runtime.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
-{{- required "serviceAccount.name is required when serviceAccount.create is false: name the existing ServiceAccount the runtime runs as" .Values.serviceAccount.name }}
+{{- required "checkpoint-runtime: invalid values: serviceAccount.name is required when serviceAccount.create is false: name the existing ServiceAccount the runtime runs as" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
@@ -183,8 +183,10 @@ that schema exactly instead of echoing values through.
 {{- end }}
 
 {{/*
-Requests above limits are rejected by the API server when the Deployment is created; JSON
-Schema cannot compare two values, so the templates refuse them at render time, naming the key.
+Render-time value checks: rules JSON Schema cannot express (they compare two values). Each
+refusal starts with "checkpoint-runtime: invalid values:" and names the key path.
+
+Requests above limits would be rejected by the API server when the Deployment is created.
 Call with (list "<values path>" <resources>).
 */}}
 {{- define "checkpoint-runtime.millicores" -}}
@@ -204,7 +206,26 @@ Call with (list "<values path>" <resources>).
 {{- $request := get $resources.requests $resource }}
 {{- $limit := get $resources.limits $resource }}
 {{- if gt (include $unit $request | float64) (include $unit $limit | float64) }}
-{{- fail (printf "%s.requests.%s (%s) must not exceed %s.limits.%s (%s)" $path $resource $request $path $resource $limit) }}
+{{- fail (printf "checkpoint-runtime: invalid values: %s.requests.%s (%s) must not exceed %s.limits.%s (%s)" $path $resource $request $path $resource $limit) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Two collectors with the same collector namespace (SPEC §3) would share one shard and overwrite
+each other's cursors; the runtime refuses that config at startup, the chart already at install.
+*/}}
+{{- define "checkpoint-runtime.checkCollectors" -}}
+{{- $owners := dict }}
+{{- range $index, $collector := .Values.checkpoint.collectors }}
+{{- $parts := list }}
+{{- if $collector.tailnet }}{{ $parts = append $parts $collector.tailnet }}{{ end }}
+{{- $parts = append $parts $collector.kind }}
+{{- if eq $collector.kind "objectstore" }}{{ $parts = append $parts $collector.feed }}{{ end }}
+{{- $namespace := join "/" $parts }}
+{{- if hasKey $owners $namespace }}
+{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.collectors[%d]: collector namespace %q is already used by checkpoint.collectors[%v] (two collectors would share one shard)" $index $namespace (get $owners $namespace)) }}
+{{- end }}
+{{- $_ := set $owners $namespace $index }}
 {{- end }}
 {{- end }}

@@ -78,7 +78,7 @@ CASES = [
     FaultCase("reset-after-update", "PUT committed, then the connection reset (RST)", (COMMIT,)),
     FaultCase(
         "stall-within-deadline",
-        "PUT committed, answer held 2 s past a 1 s request timeout; 30 s deadline",
+        "PUT committed, its answer held 2 s (request timeout 1 s, deadline 30 s)",
         (COMMIT,),
         request_timeout=1.0,
     ),

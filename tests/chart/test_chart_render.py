@@ -25,6 +25,8 @@ from chart_helpers import (
 )
 from jsonschema import Draft202012Validator
 
+from checkpoint_runtime.runtime.settings import parse as parse_runtime_config
+
 RECOMMENDED_LABELS = {
     "app.kubernetes.io/name",
     "app.kubernetes.io/instance",
@@ -81,6 +83,32 @@ def test_runtime_config_matches_its_schema(
     config = runtime_config(render(values))
     runtime_config_schema.validate(config)
     assert config["collectors"] == values.get("checkpoint", {}).get("collectors", [])
+
+
+@pytest.mark.parametrize("values_file", CI_VALUES, ids=lambda path: path.name)
+def test_runtime_accepts_the_rendered_config(render: Render, values_file: Any) -> None:
+    """The real consumer: the runtime's own config loader (schema, grammar, election rules)."""
+    settings = parse_runtime_config(runtime_config(render(load_yaml(values_file))))
+    values = load_yaml(values_file)
+    assert settings.store.backend == values.get("checkpoint", {}).get("store", "kubernetes")
+    assert len(settings.collectors) == len(values.get("checkpoint", {}).get("collectors", []))
+
+
+@pytest.mark.parametrize(
+    "election",
+    [
+        {"leaseDurationSeconds": 15, "renewDeadlineSeconds": 14, "retryPeriodSeconds": 8},
+        {"leaseDurationSeconds": 300, "renewDeadlineSeconds": 10, "retryPeriodSeconds": 1},
+        {"leaseDurationSeconds": 15, "renewDeadlineSeconds": 10.5, "retryPeriodSeconds": 8},
+    ],
+)
+def test_runtime_accepts_the_edges_of_the_leader_election_ranges(
+    render: Render, election: dict[str, float]
+) -> None:
+    config = runtime_config(render({"checkpoint": {"leaderElection": election}}))
+    settings = parse_runtime_config(config)
+    assert settings.election_enabled
+    assert settings.timings.lease_duration == election["leaseDurationSeconds"]
 
 
 @pytest.mark.parametrize("values_file", CI_VALUES, ids=lambda path: path.name)

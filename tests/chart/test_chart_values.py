@@ -203,6 +203,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         {"checkpoint": {"leaderElection": {"renewDeadlineSeconds": 20}}},
         "/checkpoint/leaderElection/renewDeadlineSeconds",
     ),
+    (
+        "fractional-lease-duration",
+        {"checkpoint": {"leaderElection": {"leaseDurationSeconds": 15.5}}},
+        "/checkpoint/leaderElection/leaseDurationSeconds",
+    ),
     ("file-path-over-tmp", {"checkpoint": {"file": {"path": "/tmp"}}}, "/checkpoint/file/path"),
     (
         "sa-external-without-name",

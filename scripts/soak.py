@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +40,7 @@ from rel_load import run_load  # noqa: E402
 from rel_races import RaceTrial  # noqa: E402
 from rel_support import KubeTarget  # noqa: E402
 
+from checkpoint_runtime import codec  # noqa: E402
 from checkpoint_testenv import binaries, helm  # noqa: E402
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane  # noqa: E402
 from checkpoint_testenv.faultproxy import FaultProxy  # noqa: E402
@@ -252,7 +255,69 @@ class Soak:
         ]  # fmt: skip
         self.section(f"Load ({self.args.minutes:g} min)", table(["", "figure"], rows))
 
+    def suite(self) -> None:
+        """What CI runs of the same campaign: the tests per file, counted by collection."""
+        command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/reliability"]
+        listing = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        per_file: Counter[str] = Counter()
+        for line in listing.stdout.splitlines():
+            if "::" in line:
+                per_file[line.split("::", 1)[0].removeprefix("tests/reliability/")] += 1
+        rows = [
+            [f"`{name}`", count, SUITE_NOTES.get(name, "")]
+            for name, count in sorted(per_file.items())
+        ]
+        rows.append(["total", sum(per_file.values()), ""])
+        self.section("CI suite (pytest tests/reliability)", table(["file", "tests", "what"], rows))
+
+    def atheris(self) -> None:
+        """Coverage-guided fuzzing of the decoder, if a Python with atheris was given."""
+        if not self.args.atheris:
+            return
+        corpus = self.tmp / "atheris-corpus"
+        corpus.mkdir()
+        shard = "tn/objectstore/feed-a"
+        rows = {f"{shard}/cursor": "c", f"{shard}/seen/aWQx": "2026-03-01T00:00:00.000000001Z"}
+        (corpus / "seed").write_bytes(codec.encode_envelope(shard, rows))
+        environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{site_packages()}"}
+        command = [
+            self.args.atheris,
+            str(ROOT / "tests" / "reliability" / "atheris_decoder.py"),
+            f"-max_total_time={self.args.atheris_seconds}",
+            str(corpus),
+        ]
+        run = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+        lines = run.stderr.splitlines()
+        done = [line for line in lines if line.startswith("Done")]
+        status = [line for line in lines if line.startswith("#") and "cov:" in line]
+        crashed = run.returncode != 0
+        if crashed:
+            self.violations.append(f"atheris: decoder crash\n{run.stderr[-1500:]}")
+        rows = [
+            ["runs", done[0].removeprefix("Done ") if done else "-"],
+            ["final libFuzzer status", status[-1].split("\t", 1)[-1] if status else "-"],
+            ["crashes (exceptions other than CorruptShardError)", 1 if crashed else 0],
+        ]
+        self.section("atheris on the shard decoder", table(["", "figure"], rows))
+
     tmp: Path
+
+
+SUITE_NOTES = {
+    "test_rel_races.py": "seeded deposed-leader interleavings, oracle check, negative control",
+    "test_rel_faults.py": "one test per CI fault case, expected outcome asserted",
+    "test_rel_crashes.py": "SIGKILL during persist and migration, torn-write negative control",
+    "test_rel_fuzz.py": "hypothesis (150 examples each, derandomized) + seeded API mutations",
+    "test_rel_bad_inputs.py": "named error per bad input; no write during open",
+    "test_rel_load.py": "50 x 5000 rows, 10 s, writes == dirty shards, RSS",
+    "test_rel_known_bugs.py": "strict xfails pinning the bugs below",
+}
+
+
+def site_packages() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
 
 
 def _pct(values: list[float], pct: int) -> float:
@@ -331,7 +396,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--dirty-per-second", type=int, default=5)
     parser.add_argument("--seed", type=int, default=5000)
-    parser.add_argument("--phases", default="races,faults,crashes,load")
+    parser.add_argument("--phases", default="suite,races,faults,crashes,load,atheris")
+    parser.add_argument("--atheris", help="a Python with atheris installed (optional phase)")
+    parser.add_argument("--atheris-seconds", type=int, default=60)
     parser.add_argument("--no-doc", action="store_true", help="print only, keep the doc")
     return parser.parse_args(argv)
 

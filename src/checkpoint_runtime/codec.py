@@ -34,6 +34,7 @@ from checkpoint_runtime.constants import (
     GZIP_LEVEL,
     MAX_DECODED_ENVELOPE,
     SHARD_FORMAT,
+    UNIFORM_PREFIX_SLACK,
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
 from checkpoint_runtime.keys import namespace_kind
@@ -115,6 +116,13 @@ def _front_code(strings: list[str]) -> dict[str, list[Any]]:
         prefixes = _ascii_shared_prefixes(strings)
     else:
         prefixes = list(map(_shared_prefix, ["", *strings[:-1]], strings))
+    if len(prefixes) > 2:
+        # Where entries share little beyond the column's common prefix (random names in time
+        # order), one uniform prefix length costs next to nothing in size and lets the decoder
+        # rebuild the column in C (see _front_decode).
+        common = min(prefixes[1:])
+        if sum(prefixes) - common * (len(prefixes) - 1) <= UNIFORM_PREFIX_SLACK * len(prefixes):
+            prefixes = [0] + [common] * (len(prefixes) - 1)
     suffixes = [text[shared:] for text, shared in zip(strings, prefixes, strict=True)]
     return {"prefix": prefixes, "suffix": suffixes}
 
@@ -241,12 +249,17 @@ def _front_decode(shard: str, column: Any, name: str, budget: int) -> list[str]:
     expected = sum(prefixes) + sum(map(len, suffixes))
     if expected > budget:
         raise CorruptShardError(shard, f"{name} expands beyond {MAX_DECODED_ENVELOPE} characters")
-    strings: list[str] = []
-    append = strings.append
-    previous = ""
-    for prefix, suffix in zip(prefixes, suffixes, strict=True):
-        previous = previous[:prefix] + suffix
-        append(previous)
+    common = prefixes[1] if len(prefixes) > 1 else 0
+    if prefixes[0] == 0 < common and prefixes.count(common) == len(prefixes) - 1:
+        head = suffixes[0][:common]  # uniform prefix: every entry is head + its suffix
+        strings = [suffixes[0], *map(head.__add__, suffixes[1:])]
+    else:
+        strings = []
+        append = strings.append
+        previous = ""
+        for prefix, suffix in zip(prefixes, suffixes, strict=True):
+            previous = previous[:prefix] + suffix
+            append(previous)
     # Equal totals iff no prefix ran past the previous entry (slicing would have clipped it).
     if sum(map(len, strings)) != expected:
         raise CorruptShardError(shard, f"{name}: a prefix is longer than the previous entry")

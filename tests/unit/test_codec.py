@@ -243,4 +243,50 @@ def test_ids_are_stored_decoded_only_where_that_pays_off() -> None:
 @given(st.lists(st.text(alphabet="ab/0", max_size=6), max_size=12))
 def test_ascii_fast_path_finds_the_same_shared_prefixes(strings: list[str]) -> None:
     slow = list(map(codec._shared_prefix, ["", *strings[:-1]], strings))
-    assert codec._front_code(strings)["prefix"] == slow
+    assert codec._ascii_shared_prefixes(strings) == slow
+
+
+def naive_front_decode(prefixes: list[int], suffixes: list[str]) -> list[str] | None:
+    strings, previous = [], ""
+    for prefix, suffix in zip(prefixes, suffixes, strict=True):
+        if prefix > len(previous):
+            return None
+        previous = previous[:prefix] + suffix
+        strings.append(previous)
+    return strings
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.text(alphabet="ab", max_size=3)), min_size=1, max_size=8
+    )
+)
+def test_front_decoding_fast_path_agrees_with_the_definition(column: list[tuple[int, str]]) -> None:
+    prefixes, suffixes = [p for p, _ in column], [s for _, s in column]
+    expected = naive_front_decode(prefixes, suffixes)
+    data = {"prefix": prefixes, "suffix": suffixes}
+    if expected is None:
+        with pytest.raises(CorruptShardError):
+            codec._front_decode(SHARD, data, "column", MAX_DECODED_ENVELOPE)
+    else:
+        assert codec._front_decode(SHARD, data, "column", MAX_DECODED_ENVELOPE) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="ab/0é", max_size=6), min_size=1, max_size=12))
+def test_front_coding_round_trips(strings: list[str]) -> None:
+    coded = codec._front_code(strings)
+    assert codec._front_decode(SHARD, coded, "column", MAX_DECODED_ENVELOPE) == strings
+
+
+def test_uniform_prefix_columns_decode_fast_and_still_fail_closed() -> None:
+    rows = rows_of("uuid", seen=300)
+    document = envelope_of(rows)
+    seen = next(g for g in document["groups"] if g["kind"] == "seen")
+    prefixes = seen["ids"]["prefix"]
+    assert len(set(prefixes[1:])) == 1  # random names: one uniform prefix length
+    assert codec.decode_shard(SHARD, blob_of(document)) == rows
+    seen["ids"]["prefix"] = [0] + [len(seen["ids"]["suffix"][0]) + 1] * (len(prefixes) - 1)
+    with pytest.raises(CorruptShardError, match="longer than the previous"):
+        codec.decode_shard(SHARD, blob_of(document))

@@ -8,11 +8,12 @@ Envelope (JSON, schemas/shard-envelope.schema.json), gzipped with a fixed header
 
 Rows are grouped by row kind and sorted by value, then id; ids and values are separate
 columns (similar strings side by side compress better), each front-coded against the previous
-entry (`prefix` = characters shared with it, `suffix` = the rest). Ids that are canonical base64
-of printable text may be stored decoded (group `base64`: 1 unpadded, 2 padded, 0 as is), so gzip
-sees the object names instead of their base64 noise; the encoder does so only where it shrinks
-the id column enough to pay for re-encoding every id on decode. A row kind without ids is a
-group with the single id "".
+entry (`prefix` = characters shared with it, `suffix` = the rest); a column whose entries share
+hardly more than one common prefix uses that prefix length throughout, which decodes in C.
+Ids that are canonical base64 of printable text may be stored decoded (group `base64`: 1
+unpadded, 2 padded, 0 as is), so gzip sees the object names instead of their base64 noise; the
+encoder does so only where it shrinks the id column enough to pay for re-encoding every id on
+decode. A row kind without ids is a group with the single id "".
 
 Measured against gzip of the sorted compact JSON map (scripts/bench/codec.py, 5000 rows):
 0.58x on the old design's shape (ids kept as base64), 0.73x on UUID object names (decoded).

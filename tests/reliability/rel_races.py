@@ -47,7 +47,10 @@ OPERATIONS = {
     "concurrent-flush": 10,
     "reopen": 10,
     "promote": 10,
+    "take-ownership": 5,
 }
+DEFERRED_OWNERSHIP = 0.35
+"""Share of promotions whose take-ownership runs later, letting deposed writers in between."""
 
 
 class RaceViolation(AssertionError):
@@ -74,6 +77,7 @@ class Actor:
     base: dict[str, int] = field(default_factory=dict)
     """Per shard, the index of the acknowledged write this actor last observed (-1: none)."""
     dirty: set[str] = field(default_factory=set)
+    pending_ownership: bool = False
 
 
 @dataclass
@@ -106,7 +110,8 @@ class RaceTrial:
         for step in range(1, self.steps + 1):
             self.step = step
             operation = self.rng.choices(list(OPERATIONS), weights=list(OPERATIONS.values()))[0]
-            getattr(self, "_" + operation.replace("-", "_"))()
+            method = "_take_ownership_later" if operation == "take-ownership" else None
+            getattr(self, method or "_" + operation.replace("-", "_"))()
             self.outcomes[operation] += 1
             self._check_stored()
         self._final_check()
@@ -188,7 +193,18 @@ class RaceTrial:
         self.actors.append(actor)
         if len(self.actors) > MAX_LIVE_ACTORS:
             self.actors.pop(0)
-        self._take_ownership(actor)
+        if self.step > 0 and self.rng.random() < DEFERRED_OWNERSHIP:
+            actor.pending_ownership = True  # opened, collectors not started yet
+        else:
+            self._take_ownership(actor)
+
+    def _take_ownership_later(self) -> None:
+        """A promoted actor that opened earlier takes ownership now (its view may be stale)."""
+        pending = [actor for actor in self.actors if actor.pending_ownership]
+        if not pending:
+            self._set()
+            return
+        self._take_ownership(self.rng.choice(pending))
 
     def _concurrent_flush(self) -> None:
         if len(self.actors) < 2:
@@ -243,12 +259,12 @@ class RaceTrial:
         return actor
 
     def _take_ownership(self, actor: Actor) -> None:
+        """Mirror Store.take_ownership: restamp every shard it saw stored with another stamp."""
         self._check_dirty_sets([actor])
+        actor.pending_ownership = False
         for shard, acks in self.acks.items():
-            if acks and (acks[actor.base[shard]].epoch, acks[actor.base[shard]].writer) != (
-                actor.epoch,
-                actor.name,
-            ):
+            base = actor.base[shard]
+            if base >= 0 and (acks[base].epoch, acks[base].writer) != (actor.epoch, actor.name):
                 actor.dirty.add(shard)
         self._persist(actor, sorted(actor.dirty), actor.store.take_ownership, check_dirty=False)
 

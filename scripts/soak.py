@@ -108,7 +108,7 @@ class Soak:
             ["steps per trial", self.args.race_steps],
             ["operations", ", ".join(f"{k} {v}" for k, v in sorted(total.items())
                                      if k in ("set", "delete", "flush", "batch", "reopen",
-                                              "promote", "concurrent-flush"))],
+                                              "promote", "take-ownership", "concurrent-flush"))],
             ["acknowledged shard writes", acks],
             ["refused as stale (ConflictError)", total["conflict"]],
             ["refused as fenced (EpochFencedError)", total["fenced"]],
@@ -217,7 +217,17 @@ class Soak:
         self.section(f"Crashes ({per_kind} per kind)", text + note)
 
     def load(self) -> None:
-        seconds = self.args.minutes * 60
+        self._load(self.args.minutes * 60, self.args.dirty_per_second, f"{self.args.minutes:g} min")
+
+    def saturation(self) -> None:
+        """Every collector dirty in every window: how long one persist of all shards takes."""
+        self._load(
+            self.args.saturation_windows,
+            self.args.collectors,
+            f"saturated: every shard dirty, {self.args.saturation_windows} windows",
+        )
+
+    def _load(self, seconds: float, dirty: int, title: str) -> None:
         try:
             result = run_load(
                 self.target,
@@ -225,10 +235,10 @@ class Soak:
                 collectors=self.args.collectors,
                 rows=self.args.rows,
                 seconds=seconds,
-                dirty_per_window=self.args.dirty_per_second,
+                dirty_per_window=dirty,
             )
         except AssertionError as error:
-            self.violation("load", error)
+            self.violation(f"load ({title})", error)
             return
         finally:
             self.close_proxies()
@@ -240,7 +250,7 @@ class Soak:
             ["collectors x rows", f"{result.collectors} x {result.rows_per_collector}"],
             ["initial store (one batch, every shard created)", f"{result.setup_seconds:.1f} s"],
             ["windows (1 s each)", result.windows],
-            ["dirty shards per window", self.args.dirty_per_second],
+            ["dirty shards per window", dirty],
             ["API writes (PUT/POST) / dirty shards, total", f"{sum(result.writes)} / "
              f"{sum(result.dirty)}"],
             ["windows with more writes than dirty shards", exceeded],
@@ -253,7 +263,7 @@ class Soak:
             ["RSS growth after warm-up", f"{growth / MIB:+.1f} MiB"],
             ["errors", 0],
         ]  # fmt: skip
-        self.section(f"Load ({self.args.minutes:g} min)", table(["", "figure"], rows))
+        self.section(f"Load ({title})", table(["", "figure"], rows))
 
     def suite(self) -> None:
         """What CI runs of the same campaign: the tests per file, counted by collection."""
@@ -396,7 +406,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--dirty-per-second", type=int, default=5)
     parser.add_argument("--seed", type=int, default=5000)
-    parser.add_argument("--phases", default="suite,races,faults,crashes,load,atheris")
+    parser.add_argument("--saturation-windows", type=int, default=5)
+    parser.add_argument("--phases", default="suite,races,faults,crashes,load,saturation,atheris")
     parser.add_argument("--atheris", help="a Python with atheris installed (optional phase)")
     parser.add_argument("--atheris-seconds", type=int, default=60)
     parser.add_argument("--no-doc", action="store_true", help="print only, keep the doc")

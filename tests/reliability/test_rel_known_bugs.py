@@ -135,11 +135,13 @@ def test_unresolvable_read_back_after_a_lost_answer_is_write_uncertain(
         return read(*args, **kwargs)
 
     backend.core.read_namespaced_config_map = forbidden_once  # type: ignore[method-assign]
-    with pytest.raises(ExceptionGroup) as raised:
+    try:
         store.batch({f"{FEED}/cursor": "v2"})
+        outcome = "commit"  # a fix that retries the read-back and recognises the write id
+    except ExceptionGroup as group:
+        outcome = "+".join(type(error).__name__ for error in leaf_errors(group))
     assert target.stored(lease)[FEED].rows[f"{FEED}/cursor"] == "v2"  # it did commit
-    (error,) = leaf_errors(raised.value)
-    assert isinstance(error, WriteUncertainError), repr(error)
+    assert outcome in ("commit", WriteUncertainError.__name__)
 
 
 @pytest.mark.xfail(

@@ -213,7 +213,7 @@ def most_rows(source: RowSource, encode: Callable[[Mapping[str, str]], bytes], g
     def fits(count: int) -> bool:
         return len(encode(source.rows(count))) <= LIMIT
 
-    step = max(guess // 50, 16)
+    step = max(guess // 200, 16)
     low, high = max(guess - step, 1), min(guess + step, source.most)
     while not fits(low):
         low, high = max(low - 4 * step, 1), low
@@ -256,7 +256,8 @@ def _sweep_sizes(quick: bool) -> list[int]:
     return sizes
 
 
-CEILING = {"old-design": 260_000, "uuid": 40_000}
+# Rows generated per workload: enough for the first sweep point past the limit (256,000; 45,300).
+CEILING = {"old-design": 260_000, "uuid": 46_000}
 
 
 def run(quick: bool = False) -> CodecReport:
@@ -277,10 +278,12 @@ def run(quick: bool = False) -> CodecReport:
             if point.bytes["envelope"] > LIMIT:
                 break
         points += shape_points
-        per_row = {name: at_5000[shape].bytes[name] / ROWS_AT for name in CODECS}
         most[shape] = {"bound": int(LIMIT * 8 // ENTROPY_BITS_PER_ROW[shape])}
         for name, (encode, _) in CODECS.items():
-            guess = int(LIMIT / per_row[name])
+            # Guess from the largest measured size that fits (bytes per row fall as rows grow).
+            fitting = [p for p in [at_5000[shape], *shape_points] if p.bytes[name] <= LIMIT]
+            nearest = max(fitting, key=lambda point: point.seen_rows)
+            guess = int(LIMIT * nearest.seen_rows / nearest.bytes[name])
             most[shape][name] = guess if quick else most_rows(source, encode, guess)
     report = CodecReport(points, at_5000, most, exact=not quick)
     report.tables = tables(report)

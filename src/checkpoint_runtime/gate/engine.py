@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,12 @@ WARN = "main/warn"
 _MESSAGE = re.compile(r"^(?P<rule>[A-Z]+-\d+) (?P<kind>\S+) (?P<name>\S+): (?P<detail>.*)$", re.S)
 
 
-class Level(str, Enum):
+class Level(StrEnum):
     DENY = "deny"
     WARN = "warn"
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     DOCUMENT = "document"  # conftest test: one document per evaluation
     COMBINED = "combined"  # conftest test --combine: the whole release in one input
 

@@ -83,7 +83,13 @@ class Gate:
         result = GateResult()
         for violation in self.schema.violations(self._sdk.merged_values(values)):
             result.findings.append(
-                Finding(CHECK_VALUES, Level.DENY, "SCHEMA", violation.path or "<root>", violation.message)
+                Finding(
+                    CHECK_VALUES,
+                    Level.DENY,
+                    "SCHEMA",
+                    violation.path or "<root>",
+                    violation.message,
+                )
             )
         try:
             result.manifests = self.renderer.render(values, release=release, namespace=namespace)
@@ -111,4 +117,6 @@ class Gate:
 
 
 def policy_finding(verdict: Verdict) -> Finding:
-    return Finding(CHECK_POLICY, verdict.level, verdict.rule, verdict.obj, verdict.message, verdict.source)
+    return Finding(
+        CHECK_POLICY, verdict.level, verdict.rule, verdict.obj, verdict.message, verdict.source
+    )

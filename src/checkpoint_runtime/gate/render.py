@@ -361,7 +361,7 @@ def _schema_version(version: str) -> str:
     candidates = [v for v in utils.all_versions() if tuple(map(int, v.split(".")[:2])) <= wanted]
     if not candidates:
         raise RenderError(f"kubernetes-validate has no schemas for Kubernetes {version}")
-    return candidates[-1]
+    return str(candidates[-1])
 
 
 def manifest_label(manifest: Manifest) -> str:

@@ -1,0 +1,243 @@
+"""Proof that the gate can fail: deliberately broken copies of the chart, each denied by name.
+
+Each variant edits one template of a copy of the chart (the edit asserts that the text it
+replaces still exists), renders it with the in-process SDK, and expects a deny of one rule id on
+one kind of object. If a policy rule is removed or weakened, its variant here fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from checkpoint_runtime.gate.engine import Level, PolicyEngine
+from checkpoint_runtime.gate.render import SdkRenderer
+
+CM_VERBS = 'verbs: ["get", "list", "update", "create"]'
+LEASE_PIN = '    resourceNames: [{{ include "checkpoint-runtime.leaseName" . | quote }}]\n'
+ROLE_REF = 'kind: Role\n  name: {{ include "checkpoint-runtime.fullname" . | quote }}'
+SUBJECT = "  - kind: ServiceAccount\n"
+SERVICE_ACCOUNT = (
+    'serviceAccountName: {{ include "checkpoint-runtime.serviceAccountName" . | quote }}\n'
+    "      # The API token"
+)
+VOLUMES = "      volumes:\n"
+IMAGE = 'image: {{ include "checkpoint-runtime.image" . | quote }}'
+RESOURCES = "          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n"
+LIVENESS = (
+    "          livenessProbe:\n            httpGet:\n              path: /healthz\n"
+    "              port: http\n            {{- toYaml .Values.probes.liveness | nindent 12 }}\n"
+)
+
+
+@dataclass(frozen=True)
+class Broken:
+    template: str
+    old: str
+    new: str
+    rule: str
+    kind: str
+
+
+VARIANTS: dict[str, Broken] = {
+    "configmaps-delete-verb": Broken(
+        "role.yaml", CM_VERBS, CM_VERBS.replace('"create"', '"create", "delete"'), "RBAC-3", "Role"
+    ),
+    "configmaps-watch-verb": Broken(
+        "role.yaml", CM_VERBS, CM_VERBS.replace('"list"', '"list", "watch"'), "RBAC-3", "Role"
+    ),
+    "configmaps-patch-verb": Broken(
+        "role.yaml", CM_VERBS, CM_VERBS.replace('"update"', '"update", "patch"'), "RBAC-3", "Role"
+    ),
+    "configmaps-list-missing": Broken(
+        "role.yaml", CM_VERBS, CM_VERBS.replace('"list", ', ""), "RBAC-3", "Role"
+    ),
+    "wildcard-verb": Broken("role.yaml", CM_VERBS, 'verbs: ["*"]', "RBAC-4", "Role"),
+    "wildcard-resource": Broken(
+        "role.yaml", 'resources: ["configmaps"]', 'resources: ["*"]', "RBAC-4", "Role"
+    ),
+    "non-resource-urls": Broken(
+        "role.yaml",
+        "rules:\n",
+        'rules:\n  - nonResourceURLs: ["/metrics"]\n    verbs: ["get"]\n',
+        "RBAC-4",
+        "Role",
+    ),
+    "cluster-role": Broken(
+        "role.yaml", "kind: Role\n", "kind: ClusterRole\n", "RBAC-1", "ClusterRole"
+    ),
+    "cluster-role-binding": Broken(
+        "rolebinding.yaml",
+        "kind: RoleBinding\n",
+        "kind: ClusterRoleBinding\n",
+        "RBAC-1",
+        "ClusterRoleBinding",
+    ),
+    "secrets-access": Broken(
+        "role.yaml",
+        'resources: ["configmaps"]',
+        'resources: ["configmaps", "secrets"]',
+        "RBAC-5",
+        "Role",
+    ),
+    "pods-exec-access": Broken(
+        "role.yaml",
+        "rules:\n",
+        'rules:\n  - apiGroups: [""]\n    resources: ["pods/exec"]\n    verbs: ["create"]\n',
+        "RBAC-5",
+        "Role",
+    ),
+    "escalate-verb": Broken(
+        "role.yaml",
+        "rules:\n",
+        'rules:\n  - apiGroups: ["rbac.authorization.k8s.io"]\n    resources: ["roles"]\n'
+        '    verbs: ["escalate"]\n',
+        "RBAC-6",
+        "Role",
+    ),
+    "unpinned-lease-rule": Broken("role.yaml", LEASE_PIN, "", "RBAC-7", "Role"),
+    "binding-to-cluster-admin": Broken(
+        "rolebinding.yaml",
+        ROLE_REF,
+        "kind: ClusterRole\n  name: cluster-admin",
+        "RBAC-8",
+        "RoleBinding",
+    ),
+    "binding-to-authenticated-group": Broken(
+        "rolebinding.yaml",
+        SUBJECT,
+        "  - kind: Group\n    name: system:authenticated\n    apiGroup: rbac.authorization.k8s.io\n"
+        + SUBJECT,
+        "RBAC-8",
+        "RoleBinding",
+    ),
+    "root-user": Broken(
+        "_helpers.tpl",
+        "runAsUser: {{ int64 .Values.podSecurityContext.runAsUser }}",
+        "runAsUser: 0",
+        "POD-11",
+        "Deployment",
+    ),
+    "unconfined-seccomp": Broken(
+        "_helpers.tpl",
+        "    - ALL\nseccompProfile:\n  type: RuntimeDefault",
+        "    - ALL\nseccompProfile:\n  type: Unconfined",
+        "POD-11",
+        "Deployment",
+    ),
+    "privileged-container": Broken(
+        "_helpers.tpl", "privileged: false", "privileged: true", "POD-12", "Deployment"
+    ),
+    "privilege-escalation": Broken(
+        "_helpers.tpl",
+        "allowPrivilegeEscalation: false",
+        "allowPrivilegeEscalation: true",
+        "POD-12",
+        "Deployment",
+    ),
+    "writable-root-filesystem": Broken(
+        "_helpers.tpl",
+        "readOnlyRootFilesystem: true",
+        "readOnlyRootFilesystem: false",
+        "POD-12",
+        "Deployment",
+    ),
+    "added-capability": Broken(
+        "_helpers.tpl",
+        "  drop:\n    - ALL",
+        "  drop:\n    - ALL\n  add:\n    - NET_ADMIN",
+        "POD-12",
+        "Pod",
+    ),
+    "host-network": Broken(
+        "deployment.yaml",
+        SERVICE_ACCOUNT,
+        "hostNetwork: true\n      " + SERVICE_ACCOUNT,
+        "POD-13",
+        "Deployment",
+    ),
+    "host-path-volume": Broken(
+        "deployment.yaml",
+        VOLUMES,
+        VOLUMES + "        - name: host\n          hostPath:\n            path: /var/run\n",
+        "POD-13",
+        "Deployment",
+    ),
+    "default-service-account": Broken(
+        "deployment.yaml",
+        SERVICE_ACCOUNT,
+        "serviceAccountName: default\n      # The API token",
+        "POD-14",
+        "Deployment",
+    ),
+    "test-pod-with-token": Broken(
+        "tests/test-healthz.yaml",
+        "automountServiceAccountToken: false",
+        "automountServiceAccountToken: true",
+        "POD-14",
+        "Pod",
+    ),
+    "latest-image-tag": Broken(
+        "deployment.yaml", IMAGE, 'image: "checkpoint-runtime:latest"', "POD-15", "Deployment"
+    ),
+    "missing-resources": Broken("deployment.yaml", RESOURCES, "", "POD-15", "Deployment"),
+    "missing-liveness-probe": Broken("deployment.yaml", LIVENESS, "", "POD-15", "Deployment"),
+    "host-path-is-not-an-allowed-volume": Broken(
+        "deployment.yaml",
+        VOLUMES,
+        VOLUMES + "        - name: info\n          downwardAPI:\n            items: []\n",
+        "POD-15",
+        "Deployment",
+    ),
+    "selector-with-version-label": Broken(
+        "_helpers.tpl",
+        'app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}\n'
+        "{{- end }}",
+        'app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" | quote }}\n'
+        "app.kubernetes.io/version: {{ .Values.image.tag | quote }}\n{{- end }}",
+        "HYG-20",
+        "Deployment",
+    ),
+    "test-pod-without-delete-policy": Broken(
+        "tests/test-healthz.yaml",
+        "    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded\n",
+        "",
+        "HYG-23",
+        "Pod",
+    ),
+    "test-pod-not-a-hook": Broken(
+        "tests/test-healthz.yaml", "    helm.sh/hook: test\n", "", "HYG-23", "Pod"
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_broken_chart_is_denied(
+    variant: str, chart_copy: Callable[[str, str, str], Path], engine: PolicyEngine
+) -> None:
+    broken = VARIANTS[variant]
+    chart = chart_copy(broken.template, broken.old, broken.new)
+    manifests = SdkRenderer(chart).render({})
+    denied = {
+        (verdict.rule, verdict.kind)
+        for verdict in engine.evaluate(manifests)
+        if verdict.level is Level.DENY
+    }
+    assert (broken.rule, broken.kind) in denied, f"{variant}: denies were {sorted(denied)}"
+
+
+def test_there_are_at_least_twelve_broken_variants() -> None:
+    assert len(VARIANTS) >= 12
+    assert len({broken.rule for broken in VARIANTS.values()}) >= 12
+
+
+def test_the_unbroken_copy_passes(
+    chart_copy: Callable[[str, str, str], Path], engine: PolicyEngine
+) -> None:
+    """The copy mechanism itself does not break the chart (a no-op edit passes the gate)."""
+    chart = chart_copy("role.yaml", CM_VERBS, CM_VERBS)
+    verdicts = engine.evaluate(SdkRenderer(chart).render({}))
+    assert [v.message for v in verdicts if v.level is Level.DENY] == []

@@ -1,0 +1,85 @@
+"""The `checkpoint-runtime gate` command: exit codes, printed verdicts, JUnit XML."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from checkpoint_runtime.cli import main
+from checkpoint_runtime.gate.paths import CHART_DIR
+
+
+def broken_chart(tmp_path: Path) -> Path:
+    chart = tmp_path / "checkpoint-runtime"
+    shutil.copytree(CHART_DIR, chart)
+    role = chart / "templates" / "role.yaml"
+    text = role.read_text(encoding="utf-8")
+    role.write_text(
+        text.replace('"update", "create"]', '"update", "create", "delete"]'), encoding="utf-8"
+    )
+    return chart
+
+
+def test_defaults_pass_and_write_junit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "out" / "gate.xml"
+    assert main(["gate", "--junit-xml", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS: 0 deny" in out
+    suites = ET.parse(report).getroot()
+    assert suites.get("failures") == "0"
+    cases = {case.get("name") for case in suites.iter("testcase")}
+    assert cases == {"values-schema", "render", "kubernetes-schema", "policy"}
+
+
+def test_broken_chart_is_denied_with_rule_object_and_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "gate.xml"
+    code = main(["gate", "--chart", str(broken_chart(tmp_path)), "--junit-xml", str(report)])
+    assert code == 1
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "RBAC-3" in line)
+    assert line.split()[0] == "DENY"
+    assert "Role cr-checkpoint-runtime" in line
+    assert "delete configmaps" in line
+    assert "checkpoint-runtime/templates/role.yaml" in line
+    failures = list(ET.parse(report).getroot().iter("failure"))
+    assert len(failures) == 1
+    assert "RBAC-3 Role cr-checkpoint-runtime" in (failures[0].text or "")
+
+
+def test_invalid_values_file_is_denied_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    values = tmp_path / "my-values.yaml"
+    values.write_text("checkpoint:\n  store: nfs\n", encoding="utf-8")
+    assert main(["gate", "-f", str(values)]) == 1
+    out = capsys.readouterr().out
+    assert "values-schema" in out
+    assert "checkpoint.store" in out
+
+
+def test_set_overrides_compose_like_helm(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gate", "--set", "checkpoint.store=file", "--set", "replicaCount=3"]) == 0
+    out = capsys.readouterr().out
+    assert "5 objects" in out  # file store: no Role, no RoleBinding
+
+
+def test_helm_cli_engine_runs_the_matrix(helm: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gate", "--matrix", "--engine", "cli", "--helm", str(helm), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "engine cli" in out
+    assert "8 of 8 values documents pass" in out
+
+
+def test_unreadable_values_file_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["gate", "-f", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_unknown_engine_is_rejected_by_the_parser() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gate", "--engine", "kustomize"])
+    assert exit_info.value.code == 2

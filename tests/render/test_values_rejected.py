@@ -1,0 +1,92 @@
+"""Invalid values are rejected by Helm's own schema enforcement and by jsonschema, naming the key.
+
+Assert the failure and the key path, never Helm's exact wording (it changed between versions):
+Helm names the path as a JSON pointer (/checkpoint/store), jsonschema as checkpoint.store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_runtime.gate.paths import CHART_DIR
+from checkpoint_runtime.gate.render import CliRenderer, RenderError, SdkRenderer, ValuesSchema
+
+# values -> the key path the failure must name
+INVALID: dict[str, tuple[dict[str, Any], str]] = {
+    "unknown-store": ({"checkpoint": {"store": "nfs"}}, "checkpoint.store"),
+    "replicas-as-string": ({"replicaCount": "two"}, "replicaCount"),
+    "too-many-replicas": ({"replicaCount": 50}, "replicaCount"),
+    "injected-rbac-rules": ({"rbac": {"create": True, "rules": []}}, "rbac"),
+    "unknown-top-level-key": ({"extraObjects": []}, ""),
+    "root-uid": (
+        {"podSecurityContext": {"runAsUser": 0, "runAsGroup": 1, "fsGroup": 1}},
+        "podSecurityContext.runAsUser",
+    ),
+    "bad-lease-name": ({"checkpoint": {"leaseName": "Not_A_Name"}}, "checkpoint.leaseName"),
+    "ambiguous-feed-name": (
+        {
+            "checkpoint": {
+                "collectors": [{"kind": "objectstore", "feed": "flowlogs", "url": "s3://x/"}]
+            }
+        },
+        "checkpoint.collectors[0]",
+    ),
+}
+
+
+def pointer(path: str) -> str:
+    """checkpoint.collectors[0] -> /checkpoint/collectors/0 (Helm's form)."""
+    return "/" + path.replace("[", ".").replace("]", "").replace(".", "/") if path else ""
+
+
+@pytest.fixture(scope="module")
+def schema() -> ValuesSchema:
+    return ValuesSchema(CHART_DIR / "values.schema.json")
+
+
+@pytest.mark.parametrize(("values", "path"), list(INVALID.values()), ids=list(INVALID))
+def test_jsonschema_rejects_naming_the_key_path(
+    sdk: SdkRenderer, schema: ValuesSchema, values: dict[str, Any], path: str
+) -> None:
+    violations = schema.violations(sdk.merged_values(values))
+    assert violations, "accepted an invalid document"
+    assert path in {v.path for v in violations}
+
+
+@pytest.mark.parametrize(("values", "path"), list(INVALID.values()), ids=list(INVALID))
+def test_helm_sdk_schema_enforcement_rejects_naming_the_key_path(
+    sdk: SdkRenderer, values: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(RenderError) as error:
+        sdk.render(values)
+    assert f"'{pointer(path)}'" in str(error.value) or pointer(path) in str(error.value)
+
+
+@pytest.mark.parametrize(("values", "path"), list(INVALID.values()), ids=list(INVALID))
+def test_helm_cli_schema_enforcement_rejects_naming_the_key_path(
+    cli: CliRenderer, values: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(RenderError) as error:
+        cli.render(values)
+    assert pointer(path) in str(error.value)
+    assert "schema" in str(error.value)
+
+
+def test_defaults_and_ci_values_are_valid(sdk: SdkRenderer, schema: ValuesSchema) -> None:
+    from render_helpers import MATRIX
+
+    problems = {name: schema.violations(sdk.merged_values(values)) for name, values in MATRIX}
+    assert {name: found for name, found in problems.items() if found} == {}
+
+
+def test_key_path_of_the_root_is_empty(sdk: SdkRenderer, schema: ValuesSchema) -> None:
+    (violation,) = schema.violations(sdk.merged_values({"extraObjects": []}))
+    assert violation.path == ""
+    assert "extraObjects" in violation.message
+
+
+def test_schema_file_exists_where_helm_reads_it() -> None:
+    assert (Path(CHART_DIR) / "values.schema.json").is_file()

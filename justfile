@@ -54,7 +54,7 @@ fmt-check: setup
 # regenerate generated files, then fail if that changed anything
 [group('check')]
 gen-check: gen
-    git diff --exit-code -- {{ chart }}/values.schema.json docs/rbac.md README.md
+    git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md
 
 # format Python and this justfile
 [group('fmt')]

@@ -18,6 +18,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_SOURCE = Path("schemas/values.schema.json")
 CHART = Path("charts/checkpoint-runtime")
+# Documents that carry the generated values table between the markers below.
+VALUES_TABLES = (CHART / "README.md", Path("README.md"))
 TABLE_START = "<!-- values-table:start -->"
 TABLE_END = "<!-- values-table:end -->"
 GENERATED_NOTE = "Generated from schemas/values.schema.json by `just gen`; edit the source."
@@ -125,17 +128,16 @@ def render_values_table(schema: Json, defaults: Json) -> str:
 def replace_between_markers(text: str, body: str) -> str:
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise SystemExit(f"gen: the chart README needs the markers {TABLE_START} ... {TABLE_END}")
+        raise SystemExit(f"gen: a values table document needs the markers {TABLE_START} ... {TABLE_END}")
     return f"{text[: start + len(TABLE_START)]}\n{body}\n{text[end:]}"
 
 
-def write_values_table(root: Path) -> bool:
+def write_values_table(root: Path, readme: Path) -> bool:
     schema = load_source_schema(root)
     defaults = yaml.safe_load((root / CHART / "values.yaml").read_text(encoding="utf-8"))
-    readme = root / CHART / "README.md"
     table = render_values_table(schema, defaults)
-    content = replace_between_markers(readme.read_text(encoding="utf-8"), table)
-    return write_if_changed(readme, content)
+    content = replace_between_markers((root / readme).read_text(encoding="utf-8"), table)
+    return write_if_changed(root / readme, content)
 
 
 def load_plugin(module_name: str, function_name: str) -> Callable[[Path], object] | None:
@@ -157,10 +159,11 @@ def load_plugin(module_name: str, function_name: str) -> Callable[[Path], object
 def generate(root: Path) -> list[str]:
     """Run every generator; returns one log line per step."""
     log = []
-    for path, writer in (
+    steps: list[tuple[Path, Callable[[Path], bool]]] = [
         (CHART / "values.schema.json", write_values_schema),
-        (CHART / "README.md", write_values_table),
-    ):
+        *((readme, partial(write_values_table, readme=readme)) for readme in VALUES_TABLES),
+    ]
+    for path, writer in steps:
         log.append(f"{path}: {'updated' if writer(root) else 'unchanged'}")
     for module_name, function_name in PLUGINS:
         plugin = load_plugin(module_name, function_name)

@@ -134,10 +134,10 @@ def test_gen_is_idempotent_and_writes_nothing_the_second_time(
         "# t\n<!-- values-table:start -->\nstale\n<!-- values-table:end -->\n"
     )
     assert gen.write_values_schema(tmp_path) is True
-    assert gen.write_values_table(tmp_path) is True
+    assert gen.write_values_table(tmp_path, gen.CHART / "README.md") is True
     first = {path: path.read_bytes() for path in chart.iterdir()}
     assert gen.write_values_schema(tmp_path) is False
-    assert gen.write_values_table(tmp_path) is False
+    assert gen.write_values_table(tmp_path, gen.CHART / "README.md") is False
     assert {path: path.read_bytes() for path in chart.iterdir()} == first
     assert (chart / "values.schema.json").read_text() == (
         CHART_DIR / "values.schema.json"

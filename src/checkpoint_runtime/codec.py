@@ -247,6 +247,10 @@ def _front_decode(shard: str, column: Any, name: str, budget: int) -> list[str]:
         raise CorruptShardError(shard, f"{name}: prefix must be integers, suffix strings")
     if min(prefixes) < 0:
         raise CorruptShardError(shard, f"{name}: negative prefix length")
+    try:  # every character comes from a suffix: if they encode, every decoded row does
+        "".join(suffixes).encode("utf-8")
+    except UnicodeEncodeError:
+        raise CorruptShardError(shard, f"{name}: a lone surrogate is not text") from None
     expected = sum(prefixes) + sum(map(len, suffixes))
     if expected > budget:
         raise CorruptShardError(shard, f"{name} expands beyond {MAX_DECODED_ENVELOPE} characters")
@@ -310,6 +314,8 @@ def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
         envelope = json.loads(envelope_bytes)
     except (UnicodeDecodeError, ValueError) as error:
         raise CorruptShardError(shard, f"envelope is not JSON: {error}") from None
+    except RecursionError:
+        raise CorruptShardError(shard, "envelope nests too deeply to be a v1 envelope") from None
     if not isinstance(envelope, dict):
         raise CorruptShardError(shard, "envelope is not a JSON object")
     if envelope.get("format") != SHARD_FORMAT:

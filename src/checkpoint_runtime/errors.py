@@ -29,6 +29,14 @@ class KeyGrammarError(CheckpointError):
         self.reason = reason
 
 
+class UnencodableTextError(CheckpointError):
+    """A key or value is not valid Unicode text (a lone surrogate): it could never be stored."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {key!r} or its value holds a lone surrogate, which is not text")
+        self.key = key
+
+
 class DeadlineExceeded(CheckpointError):
     """The one shared deadline of an open, batch, persist or flush ran out."""
 
@@ -140,5 +148,6 @@ __all__ = [
     "LegacyConflictError",
     "LegacyFormatError",
     "OversizeError",
+    "UnencodableTextError",
     "WriteUncertainError",
 ]

@@ -51,6 +51,8 @@ def decode_legacy(name: str, value: str) -> dict[str, str]:
         rows = json.loads(value)
     except ValueError as error:
         raise LegacyFormatError(name, f"not JSON: {error}") from None
+    except RecursionError:
+        raise LegacyFormatError(name, "nests too deeply to be a checkpoint map") from None
     if not isinstance(rows, dict):
         raise LegacyFormatError(name, f"top level is {type(rows).__name__}, not an object")
     for key, item in rows.items():
@@ -58,4 +60,9 @@ def decode_legacy(name: str, value: str) -> dict[str, str]:
             raise LegacyFormatError(
                 name, f"value of {key!r} is {type(item).__name__}, not a string"
             )
+    try:
+        "".join(rows).encode("utf-8")
+        "".join(rows.values()).encode("utf-8")
+    except UnicodeEncodeError:
+        raise LegacyFormatError(name, "a key or value holds a lone surrogate") from None
     return rows

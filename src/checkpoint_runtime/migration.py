@@ -93,6 +93,7 @@ def migrate_on_open(store: Store, deadline: Deadline) -> None:
     pending = sorted(set(grouped) - set(stored))
     for key in pending:
         store.install(key, grouped[key], digest)
+    store.check_fits(pending)  # an oversize shard fails open before any shard is written
     store.persist_shards(pending, deadline)
     store.backend.mark_legacy(legacy, digest, deadline)
 

@@ -37,6 +37,7 @@ from checkpoint_runtime.errors import (
     ConflictError,
     CorruptShardError,
     OversizeError,
+    UnencodableTextError,
     WriteUncertainError,
 )
 from checkpoint_runtime.keys import shard_key
@@ -200,6 +201,12 @@ class Store:
         for key, value in changes.items():
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"value of {key!r} is {type(value).__name__}, not a string")
+            try:
+                key.encode("utf-8")
+                if value is not None:
+                    value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UnencodableTextError(key) from None
         now = self._clock()
         with self._lock:
             for key, value in changes.items():
@@ -354,6 +361,20 @@ class Store:
             state.legacy_digest = legacy_digest
             self._mark_dirty(state, self._clock())
             self.metrics.shards.set(len(self._shards))
+
+    def check_fits(self, keys: Iterable[str]) -> None:
+        """Raise an ExceptionGroup of OversizeError for every given shard that could not be
+        written, before anything is (migration: no error path writes during open)."""
+        errors: list[Exception] = []
+        for key in sorted(keys):
+            with self._lock:
+                rows = dict(self._shards[key].rows)
+            size = codec.encode_shard(key, rows).compressed_bytes
+            if size > CONFIGMAP_VALUE_LIMIT:
+                self.metrics.oversize_rejections.labels(key).inc()
+                errors.append(OversizeError(key, size, CONFIGMAP_VALUE_LIMIT, len(rows)))
+        if errors:
+            raise ExceptionGroup(f"{len(errors)} shard(s) cannot fit", errors)
 
     def persist_shards(self, keys: Iterable[str], deadline: Deadline) -> None:
         """Persist the given shards under `deadline` (migration's writes)."""

@@ -263,3 +263,30 @@ def test_a_namespace_outside_the_role_is_a_named_refusal_not_a_retry(
     assert raised.value.status == 403
     assert time.monotonic() - started < 20  # definitive: not retried until the deadline
     backend.close()
+
+
+def test_a_refused_read_back_leaves_the_outcome_to_be_resolved_not_failed(
+    kube: KubeHarness, proxy: FaultProxy, proxied_store: Store
+) -> None:
+    """A read-back answered 403 (a restarted server before its RBAC cache syncs) says nothing
+    about the write: the store keeps asking within the deadline and recognises the commit."""
+    proxied_store.batch({f"{FEED}/cursor": "1"})
+    backend = proxied_store.backend
+    assert isinstance(backend, KubernetesBackend)
+    read = backend.core.read_namespaced_config_map
+    refusals: list[int] = []
+
+    def refused_once(*args: Any, **kwargs: Any) -> Any:
+        if not refusals:
+            refusals.append(1)
+            raise client.ApiException(status=403, reason="Forbidden")
+        return read(*args, **kwargs)
+
+    backend.core.read_namespaced_config_map = refused_once  # type: ignore[method-assign]
+    proxy.drop_response_after_forward(count=1, method="PUT")
+
+    proxied_store.batch({f"{FEED}/cursor": "2"})
+
+    assert refusals == [1]
+    assert stored_value(kube, f"{FEED}/cursor") == "2"
+    assert uncertain_count(proxied_store, FEED) == 1

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from store_harness import LEGACY, Harness, RawObject, open_store
+from store_harness import LEGACY, FileHarness, Harness, RawObject, open_store
 
 from checkpoint_runtime import migration
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
@@ -183,3 +184,25 @@ def test_operator_resolves_a_changed_legacy_either_way(harness: Harness) -> None
     migration.resolve_from_legacy(plain, plain.new_deadline())
     taken = open_store(harness, legacy_name=LEGACY)
     assert dict(taken.items()) == {**legacy_rows, "flowlogs/cursor": "x"}
+
+
+def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_before_any_write(
+    tmp_path: Path,
+) -> None:
+    """File backend only: a legacy ConfigMap is itself capped at 1 MiB, so on the API server
+    a legacy value cannot hold a shard that would not fit."""
+    from checkpoint_runtime.errors import OversizeError
+    from checkpoint_runtime.workload import FeedWorkload
+
+    harness = FileHarness(tmp_path / "checkpoints")
+    huge = FeedWorkload("tailnet-1/objectstore/huge", 40_000, "uuid").rows
+    harness.write_legacy(LEGACY, encode_legacy({**ROWS, **huge}))
+
+    with pytest.raises(ExceptionGroup) as raised:
+        open_store(harness, legacy_name=LEGACY)
+
+    (error,) = raised.value.exceptions
+    assert isinstance(error, OversizeError)
+    assert error.shard == "tailnet-1/objectstore/huge"
+    assert harness.object_names() == []  # not even the shards that would fit
+    assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]

@@ -290,3 +290,22 @@ def test_uniform_prefix_columns_decode_fast_and_still_fail_closed() -> None:
     seen["ids"]["prefix"] = [0] + [len(seen["ids"]["suffix"][0]) + 1] * (len(prefixes) - 1)
     with pytest.raises(CorruptShardError, match="longer than the previous"):
         codec.decode_shard(SHARD, blob_of(document))
+
+
+def surrogate_blob(encoding: int) -> bytes:
+    document = envelope_of({f"{SHARD}/seen/x": "v"})
+    document["groups"][0].update(base64=encoding, ids={"prefix": [0], "suffix": ["\ud800"]})
+    return blob_of(document)  # ASCII JSON carrying a lone \\ud800 escape
+
+
+@pytest.mark.parametrize("encoding", [0, 1])
+def test_lone_surrogates_are_corrupt_so_every_opened_shard_can_be_written_back(
+    encoding: int,
+) -> None:
+    with pytest.raises(CorruptShardError, match="surrogate"):
+        codec.decode_shard(SHARD, surrogate_blob(encoding))
+
+
+def test_deeply_nested_json_is_a_corrupt_shard_not_a_recursion_error() -> None:
+    with pytest.raises(CorruptShardError, match="nests too deeply"):
+        codec.decode_shard(SHARD, codec.gzip_fixed(b"[" * 100_000))

@@ -79,3 +79,12 @@ def test_configurations_of_section_11() -> None:
     rows = CONFIGURATIONS[1].rows(seen_rows=10)
     assert any(key.endswith("/flowlogs/cursor") for key in rows)
     assert any("/flowlogs/replay/" in key for key in rows)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("[" * 100_000, "nests too deeply"), ('{"flowlogs/cursor": "\\ud800"}', "surrogate")],
+)
+def test_pathological_legacy_values_are_named_errors(value: str, message: str) -> None:
+    with pytest.raises(LegacyFormatError, match=message):
+        decode_legacy("cm", value)

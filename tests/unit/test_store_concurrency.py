@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checkpoint_runtime.backends.base import ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.deadline import Deadline
@@ -49,3 +51,14 @@ def test_change_during_a_write_keeps_the_shard_dirty_until_written(tmp_path: Pat
     assert len(backend.writes) == 2
     reopened = Store.open(FileBackend(tmp_path, "lease"), writer="r")
     assert reopened.get(KEY) == "changed during the write"
+
+
+def test_text_that_could_never_be_stored_is_refused_when_set(tmp_path: Path) -> None:
+    from checkpoint_runtime.errors import UnencodableTextError
+
+    store = Store.open(FileBackend(tmp_path, "lease"), writer="w")
+    with pytest.raises(UnencodableTextError):
+        store.set(KEY, "\udc80")
+    with pytest.raises(UnencodableTextError):
+        store.batch({"objectstore/feed/seen/\ud800": "x"})
+    assert store.items() == []

@@ -259,6 +259,14 @@ class KubernetesBackend:
                 stored = self._get(name, deadline)
             except DeadlineExceeded:
                 break
+            except ApiRefusedError as refused:
+                # The read was refused (e.g. a restarted server before its RBAC cache syncs);
+                # the write's outcome is still unknown: keep asking until the deadline.
+                last = refused
+                if deadline.remaining() <= _BACKOFF_FIRST:
+                    break
+                time.sleep(_BACKOFF_FIRST)
+                continue
             if stored is not None:
                 annotations = stored.metadata.annotations or {}
                 if annotations.get(ANNOTATION_WRITE_ID) == write.write_id:

@@ -81,3 +81,12 @@ def test_debouncer_thread_persists_after_the_delay(tmp_path: Path) -> None:
     assert store.dirty_shards() == []
     assert Store.open(FileBackend(tmp_path, "lease"), writer="r").get(f"{SHARD}/cursor") == "1"
     assert os.listdir(tmp_path)
+
+
+def test_temp_files_of_a_writer_killed_before_its_rename_are_swept(tmp_path: Path) -> None:
+    backend = FileBackend(tmp_path, "lease")
+    backend.create_shard(write({f"{SHARD}/cursor": "1"}), Deadline(5))
+    stale = tmp_path / ".lease-objectstore.feed-0123.shard.abc.tmp"
+    stale.write_bytes(b"half a shard")
+    assert len(backend.list_shards(Deadline(5))) == 1
+    assert not stale.exists()

@@ -84,6 +84,11 @@ class FileBackend:
     def list_shards(self, deadline: Deadline) -> list[StoredShard]:
         deadline.check("listing shards")
         with self._locked(deadline):
+            # Writes happen under this lock, so a temp file seen here belongs to a writer that
+            # died before its rename: never read, safe to remove.
+            for stale in self.folder.glob(".*.tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
             shards = []
             for path in sorted(self.folder.glob("*" + SHARD_SUFFIX)):
                 header = _peek_header(path)

@@ -243,28 +243,33 @@ def _front_decode(shard: str, column: Any, name: str, budget: int) -> list[str]:
         raise CorruptShardError(shard, f"{name}: prefix and suffix must be lists")
     if len(prefixes) != len(suffixes) or not prefixes:
         raise CorruptShardError(shard, f"{name}: prefix and suffix differ in length or are empty")
-    if not (_only(prefixes, int) and _only(suffixes, str)):
-        raise CorruptShardError(shard, f"{name}: prefix must be integers, suffix strings")
+    if not _only(prefixes, int):
+        raise CorruptShardError(shard, f"{name}: prefix must be integers")
     if min(prefixes) < 0:
         raise CorruptShardError(shard, f"{name}: negative prefix length")
     try:  # every character comes from a suffix: if they encode, every decoded row does
-        "".join(suffixes).encode("utf-8")
+        joined = "".join(suffixes)
+        joined.encode("utf-8")
+    except TypeError:
+        raise CorruptShardError(shard, f"{name}: suffix must be strings") from None
     except UnicodeEncodeError:
         raise CorruptShardError(shard, f"{name}: a lone surrogate is not text") from None
-    expected = sum(prefixes) + sum(map(len, suffixes))
+    expected = sum(prefixes) + len(joined)
     if expected > budget:
         raise CorruptShardError(shard, f"{name} expands beyond {MAX_DECODED_ENVELOPE} characters")
     common = prefixes[1] if len(prefixes) > 1 else 0
     if prefixes[0] == 0 < common and prefixes.count(common) == len(prefixes) - 1:
-        head = suffixes[0][:common]  # uniform prefix: every entry is head + its suffix
-        strings = [suffixes[0], *map(head.__add__, suffixes[1:])]
-    else:
-        strings = []
-        append = strings.append
-        previous = ""
-        for prefix, suffix in zip(prefixes, suffixes, strict=True):
-            previous = previous[:prefix] + suffix
-            append(previous)
+        # Uniform prefix: every entry is the first entry's head plus its suffix.
+        if len(suffixes[0]) < common:
+            raise CorruptShardError(shard, f"{name}: a prefix is longer than the previous entry")
+        head = suffixes[0][:common]
+        return [suffixes[0], *map(head.__add__, suffixes[1:])]
+    strings: list[str] = []
+    append = strings.append
+    previous = ""
+    for prefix, suffix in zip(prefixes, suffixes, strict=True):
+        previous = previous[:prefix] + suffix
+        append(previous)
     # Equal totals iff no prefix ran past the previous entry (slicing would have clipped it).
     if sum(map(len, strings)) != expected:
         raise CorruptShardError(shard, f"{name}: a prefix is longer than the previous entry")
@@ -272,10 +277,14 @@ def _front_decode(shard: str, column: Any, name: str, budget: int) -> list[str]:
 
 
 def _encode_ids(ids: list[str], encoding: int) -> list[str]:
-    """Re-encode decoded ids to base64 in bulk: one C call per id, joins and splits in C."""
+    """Re-encode decoded ids to base64 in bulk: one C call per id, joins and splits in C.
+
+    Stored ids of a base64 group are printable, so they hold no line break; one that does
+    comes back as extra entries, which the caller detects by the count."""
     if encoding == _PLAIN:
         return ids
-    lines = b"".join(map(binascii.b2a_base64, map(str.encode, ids))).decode("ascii")
+    raw = "\n".join(ids).encode("utf-8").split(b"\n")  # stored ids are printable: no "\n"
+    lines = b"".join(map(binascii.b2a_base64, raw)).decode("ascii")
     if encoding == _UNPADDED:
         lines = lines.replace("=", "")
     return lines.split("\n")[:-1]
@@ -305,7 +314,10 @@ def _decode_group(
         return [head], values
     if not all(ids):
         raise CorruptShardError(shard, f"{where}: an id is empty")
-    return list(map((head + "/").__add__, _encode_ids(ids, encoding))), values
+    encoded = _encode_ids(ids, encoding)
+    if len(encoded) != len(ids):
+        raise CorruptShardError(shard, f"{where}: a base64 id holds a line break")
+    return list(map((head + "/").__add__, encoded)), values
 
 
 def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:

@@ -144,6 +144,7 @@ def mutate(path: str, value: Any) -> Any:
         (blob_of(mutate("groups.0.ids.prefix.0", -1)), "negative"),
         (blob_of(mutate("groups.0.ids.prefix.0", 500)), "longer than the previous"),
         (blob_of(mutate("groups.0.ids.prefix.0", True)), "integers"),
+        (blob_of(mutate("groups.0.ids.suffix.0", 5)), "strings"),
         (blob_of(mutate("groups.0.values.suffix", [])), "differ in length"),
         (blob_of(mutate("groups.0.ids", {"prefix": [0], "suffix": ["x"], "more": 1})), "exactly"),
     ],
@@ -309,3 +310,10 @@ def test_lone_surrogates_are_corrupt_so_every_opened_shard_can_be_written_back(
 def test_deeply_nested_json_is_a_corrupt_shard_not_a_recursion_error() -> None:
     with pytest.raises(CorruptShardError, match="nests too deeply"):
         codec.decode_shard(SHARD, codec.gzip_fixed(b"[" * 100_000))
+
+
+def test_a_line_break_in_a_base64_group_id_is_corrupt() -> None:
+    document = envelope_of({f"{SHARD}/seen/x": "v", f"{SHARD}/seen/y": "w"})
+    document["groups"][0].update(base64=1, ids={"prefix": [0, 0], "suffix": ["a\nb", "c"]})
+    with pytest.raises(CorruptShardError, match="line break"):
+        codec.decode_shard(SHARD, blob_of(document))

@@ -262,11 +262,31 @@ class RaceTrial:
         """Mirror Store.take_ownership: restamp every shard it saw stored with another stamp."""
         self._check_dirty_sets([actor])
         actor.pending_ownership = False
+        fenced = sorted(shard for shard in KEYS if self._expect(actor, shard) == "fenced")
+        if fenced:
+            self._refused_ownership(actor, fenced)
+            return
         for shard, acks in self.acks.items():
             base = actor.base[shard]
             if base >= 0 and (acks[base].epoch, acks[base].writer) != (actor.epoch, actor.name):
                 actor.dirty.add(shard)
         self._persist(actor, sorted(actor.dirty), actor.store.take_ownership, check_dirty=False)
+
+    def _refused_ownership(self, actor: Actor, fenced: list[str]) -> None:
+        """A store that saw a newer epoch refuses take_ownership outright, writing nothing.
+
+        It may have marked other shards for restamping before it met the fenced one; the
+        model takes that dirty set from the store (nothing was written, _check_stored proves it).
+        """
+        try:
+            actor.store.take_ownership()
+        except EpochFencedError as error:
+            if error.shard not in fenced:
+                raise self._fail(f"{actor.name}: fenced on {error.shard}, not {fenced}") from error
+            self.outcomes["fenced"] += 1
+            actor.dirty = set(actor.store.dirty_shards())
+            return
+        raise self._fail(f"{actor.name} took ownership over newer epochs on {fenced}")
 
     def _expect(self, actor: Actor, shard: str) -> str:
         acks = self.acks[shard]

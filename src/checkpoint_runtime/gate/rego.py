@@ -13,8 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from regopy import Interpreter
-from regopy.rego_shared import rego_get_error
+from regopy import Input, Interpreter
+from regopy.rego_shared import (
+    rego_bundle_query_entrypoint,
+    rego_free_output,
+    rego_get_error,
+    rego_output_ok,
+    rego_output_string,
+)
 
 
 class RegoError(RuntimeError):
@@ -59,15 +65,49 @@ class CompiledPolicy:
         self._runner = Interpreter()
 
     def query(self, entrypoint: str, input_document: Any = None) -> Any:
-        """Evaluate one entrypoint on `input_document`; None when the rule is undefined."""
-        if input_document is not None:
-            self._runner.set_input_term(json.dumps(input_document))
+        """Evaluate one entrypoint on `input_document`; None when the rule is undefined.
+
+        rego-cpp 1.5.2 has two input paths and each has a bug: JSON text is refused when a
+        string holds an escaped quote after a backslash ("Invalid escape sequence"), and values
+        set from Python come back unescaped when a result string holds a quote. The Python path
+        is tried first (it is also faster), the JSON path second; if both fail the query fails
+        (closed), it never passes.
+        """
+        if input_document is None:
+            return self._evaluate(entrypoint)
+        self._runner.set_input(Input(input_document))
         try:
-            output = self._runner.query_bundle_entrypoint(self._bundle, entrypoint)
+            return self._evaluate(entrypoint)
+        except RegoError as first:
+            try:
+                self._runner.set_input_term(json.dumps(input_document))
+            except Exception as error:
+                raise RegoError(f"{first}; as JSON input: {error}") from error
+            try:
+                return self._evaluate(entrypoint)
+            except RegoError as second:
+                raise RegoError(f"{first}; as JSON input: {second}") from second
+
+    def _evaluate(self, entrypoint: str) -> Any:
+        # The C API directly: regopy's Output parses the JSON itself and hides the raw text.
+        try:
+            raw_output = rego_bundle_query_entrypoint(
+                self._runner._impl, self._bundle._impl, entrypoint
+            )
         except Exception as error:
             raise RegoError(f"{entrypoint}: {error}") from error
-        if not output.ok():
-            raise RegoError(f"{entrypoint}: {rego_get_error(self._runner._impl)}")
-        if len(output) == 0 or not output[0].expressions:
+        try:
+            if not rego_output_ok(raw_output):
+                raise RegoError(f"{entrypoint}: {rego_get_error(self._runner._impl)}")
+            text = rego_output_string(raw_output)
+        finally:
+            rego_free_output(raw_output)
+        if text == "undefined":
             return None
-        return output[0].expressions[0]
+        try:
+            decoded = json.loads(text)
+        except ValueError as error:
+            raise RegoError(f"{entrypoint}: unparseable output {text[:300]!r}") from error
+        results = decoded if isinstance(decoded, list) else [decoded]
+        expressions = results[0].get("expressions", []) if results else []
+        return expressions[0] if expressions else None

@@ -15,17 +15,23 @@ effective(entry, field) := value if {
 
 deny contains msg if {
 	some entry in pod_containers
-	not effective(entry, "runAsNonRoot") == true
+	not runs_as_non_root(entry)
 	msg := concat("", ["POD-11 ", entry.label, ": container ", entry.container.name, ": runAsNonRoot must be true"])
 }
 
 deny contains msg if {
 	some entry in pod_containers
-	not non_zero_uid(effective(entry, "runAsUser"))
+	not has_non_zero_uid(entry)
 	msg := concat("", ["POD-11 ", entry.label, ": container ", entry.container.name, ": runAsUser must be set to a non-zero UID"])
 }
 
-non_zero_uid(uid) if {
+# Helpers wrap the lookup, so `not` negates the whole test under both engines: OPA evaluates a
+# function call nested in a negated expression before the negation (an undefined result then
+# makes the rule body fail), rego-cpp inside it.
+runs_as_non_root(entry) if effective(entry, "runAsNonRoot") == true
+
+has_non_zero_uid(entry) if {
+	uid := effective(entry, "runAsUser")
 	is_number(uid)
 	uid > 0
 }

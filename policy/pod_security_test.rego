@@ -33,6 +33,13 @@ test_pod11_run_as_non_root_is_inherited_from_the_pod if {
 	deployment_denies([{"op": "remove", "path": "/spec/template/spec/containers/0/securityContext/runAsNonRoot"}], "POD-11") == set()
 }
 
+test_pod11_run_as_non_root_missing_everywhere_is_denied if {
+	deployment_denies([
+		{"op": "remove", "path": "/spec/template/spec/containers/0/securityContext/runAsNonRoot"},
+		{"op": "remove", "path": "/spec/template/spec/securityContext/runAsNonRoot"},
+	], "POD-11") == {"POD-11 Deployment cr-checkpoint-runtime: container runtime: runAsNonRoot must be true"}
+}
+
 test_pod11_unconfined_seccomp_is_denied if {
 	deployment_denies([{"op": "replace", "path": "/spec/template/spec/containers/0/securityContext/seccompProfile/type", "value": "Unconfined"}], "POD-11") == {"POD-11 Deployment cr-checkpoint-runtime: container runtime: seccompProfile.type must be RuntimeDefault"}
 }
@@ -204,7 +211,7 @@ test_pod15_missing_probes_are_denied if {
 }
 
 test_pod15_test_pod_needs_no_probes if {
-	not fixture_test_pod.spec.containers[0].livenessProbe
+	object.get(fixture_test_pod.spec.containers[0], "livenessProbe", null) == null
 	of_rule(denies_combined(fixture_release), "POD-15") == set()
 }
 

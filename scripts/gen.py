@@ -128,7 +128,7 @@ def render_values_table(schema: Json, defaults: Json) -> str:
 def replace_between_markers(text: str, body: str) -> str:
     start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise SystemExit(f"gen: a values table document needs the markers {TABLE_START} ... {TABLE_END}")
+        raise SystemExit(f"gen: a values table needs the markers {TABLE_START} ... {TABLE_END}")
     return f"{text[: start + len(TABLE_START)]}\n{body}\n{text[end:]}"
 
 

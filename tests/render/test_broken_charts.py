@@ -22,7 +22,6 @@ ROLE_REF = 'kind: Role\n  name: {{ include "checkpoint-runtime.fullname" . | quo
 SUBJECT = "  - kind: ServiceAccount\n"
 SERVICE_ACCOUNT = (
     'serviceAccountName: {{ include "checkpoint-runtime.serviceAccountName" . | quote }}\n'
-    "      # The API token"
 )
 VOLUMES = "      volumes:\n"
 IMAGE = 'image: {{ include "checkpoint-runtime.image" . | quote }}'
@@ -169,7 +168,7 @@ VARIANTS: dict[str, Broken] = {
     "default-service-account": Broken(
         "deployment.yaml",
         SERVICE_ACCOUNT,
-        "serviceAccountName: default\n      # The API token",
+        "serviceAccountName: default\n",
         "POD-14",
         "Deployment",
     ),

@@ -3,9 +3,9 @@
 Documents are generated from charts/checkpoint-runtime/values.schema.json (see
 values_strategies.py for how), at least 200 per run, keeping to the cross-field relations the
 schema cannot express and the templates refuse with a named error (requests within limits, one
-collector per collector namespace; the chart's own tests cover those refusals). The gate runs in-process: Helm SDK render,
-jsonschema, strict Kubernetes schemas, and the compiled Rego policies, both as single documents
-and as the combined release.
+collector per collector namespace; the chart's own tests cover those refusals). The gate
+runs in-process: Helm SDK render, jsonschema, strict Kubernetes schemas, and the compiled Rego
+policies, both as single documents and as the combined release.
 """
 
 from __future__ import annotations

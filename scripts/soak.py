@@ -176,7 +176,7 @@ class Soak:
         started = time.monotonic()
         for mode, backend, trial in kinds:
             outcomes: Counter[str] = Counter()
-            temp_files = 0
+            temp_files = temp_after = 0
             progress: list[int] = []
             for seed in range(self.args.seed, self.args.seed + per_kind):
                 try:
@@ -189,6 +189,7 @@ class Soak:
                     self.target.close()
                 outcomes[result.outcome] += 1
                 temp_files += result.temp_files
+                temp_after += result.temp_files_after_reopen
                 progress.append(result.acknowledged)
             rows.append(
                 [
@@ -197,13 +198,11 @@ class Soak:
                     per_kind,
                     ", ".join(f"{k} x{v}" for k, v in sorted(outcomes.items())),
                     f"{min(progress)}..{max(progress)}" if progress else "-",
-                    temp_files,
+                    f"{temp_files} / {temp_after}",
                 ]
             )
-        text = table(
-            ["trial", "backend", "SIGKILLs", "outcomes", "acknowledged at kill", "temp files left"],
-            rows,
-        )
+        headers = ["trial", "backend", "SIGKILLs", "outcomes", "acknowledged at kill"]
+        text = table([*headers, "temp files at kill / after reopen"], rows)
         note = (
             f"\n\n{per_kind * len(kinds)} SIGKILLs in {time.monotonic() - started:.0f} s. "
             "persist: `acked` = every shard at the last acknowledged batch, `in-flight-landed` = "
@@ -211,8 +210,8 @@ class Soak:
             "is the last acknowledged batch. migrate: `resumed` = the next open finished the "
             "migration; 'acknowledged at kill' counts shard writes done before the kill. Every "
             "reopen succeeded with no corrupt shard; file-store shards are also read directly. "
-            "'temp files left' are `.<name>.tmp` files of a write killed before its rename: "
-            "never read, but never cleaned up either."
+            "Temp files are `.<name>.tmp` files of a write killed before its rename: never "
+            "read; the next open of the file store sweeps them."
         )
         self.section(f"Crashes ({per_kind} per kind)", text + note)
 
@@ -320,7 +319,7 @@ SUITE_NOTES = {
     "test_rel_fuzz.py": "hypothesis (150 examples each, derandomized) + seeded API mutations",
     "test_rel_bad_inputs.py": "named error per bad input; no write during open",
     "test_rel_load.py": "50 x 5000 rows, 10 s, writes == dirty shards, RSS",
-    "test_rel_known_bugs.py": "strict xfails pinning the bugs below",
+    "test_rel_known_bugs.py": "the bugs below: open ones strict xfail, fixed ones regression",
 }
 
 
@@ -335,7 +334,7 @@ def _pct(values: list[float], pct: int) -> float:
 
 
 def known_bugs() -> str:
-    """The strict xfails of test_rel_known_bugs.py: bugs found, pinned until fixed."""
+    """Bugs found: open ones (strict xfails) and fixed ones (now regression tests)."""
     import test_rel_known_bugs as module
 
     rows = []
@@ -343,8 +342,10 @@ def known_bugs() -> str:
         function = getattr(module, name)
         for mark in getattr(function, "pytestmark", []):
             if mark.name == "xfail":
-                rows.append([f"`{name}`", mark.kwargs.get("reason", "")])
-    return table(["pinned test (strict xfail)", "bug"], rows)
+                rows.append([f"`{name}`", "open (strict xfail)", mark.kwargs.get("reason", "")])
+    for name, bug in sorted(module.FIXED.items()):
+        rows.append([f"`{name}`", "fixed (regression test)", bug])
+    return table(["test", "state", "bug as found"], rows)
 
 
 @contextlib.contextmanager
@@ -387,11 +388,7 @@ cores (other work shared the machine: timings are pessimistic). Violations of a 
 What is checked, and how, is described in the docstrings of `tests/reliability/rel_*.py`; CI runs
 the same scenarios at a smaller size (`pytest tests/reliability`, fixed seeds).
 """
-    bugs = (
-        "## Bugs found (pinned as strict xfails in `tests/reliability/test_rel_known_bugs.py`)\n\n"
-        + known_bugs()
-        + "\n"
-    )
+    bugs = "## Bugs found (`tests/reliability/test_rel_known_bugs.py`)\n\n" + known_bugs() + "\n"
     violations = ""
     if soak.violations:
         violations = "## Violations\n\n" + "\n".join(f"- {v}" for v in soak.violations) + "\n"

@@ -68,6 +68,8 @@ class CrashResult:
     """persist: `acked` / `in-flight-landed`; migrate: `resumed` / `already-complete`."""
     temp_files: int
     """Temp files a killed file-store write left behind (the rename never happened)."""
+    temp_files_after_reopen: int = 0
+    """Temp files still there once the next open ran (the file store sweeps them)."""
 
 
 def expected_rows(shard: str, counter: int) -> dict[str, str]:
@@ -111,6 +113,9 @@ class Place:
         """Read every stored shard bypassing the store; return leftover temp files."""
         return 0
 
+    def temp_files(self) -> int:
+        return 0
+
     def cleanup(self) -> None:
         return None
 
@@ -143,6 +148,9 @@ class FilePlace(Place):
             except (ValueError, KeyError, TypeError) as error:
                 raise CorruptShardError(path.name, f"torn header: {error}") from None
             codec.decode_shard(shard, blob)  # a torn blob fails here
+        return self.temp_files()
+
+    def temp_files(self) -> int:
         return len(list(self.folder.glob(".*.tmp")))
 
     def cleanup(self) -> None:
@@ -272,9 +280,8 @@ def persist_trial(place: Place, seed: int) -> CrashResult:
         landed = landed or counter == acked + 1
     store.take_ownership()
     store.batch({f"{PERSIST_SHARDS[0]}/cursor": "after-crash"})  # the survivor writes on
-    return CrashResult(
-        "persist", place.kind, seed, acked, "in-flight-landed" if landed else "acked", temp_files
-    )
+    outcome = "in-flight-landed" if landed else "acked"
+    return CrashResult("persist", place.kind, seed, acked, outcome, temp_files, place.temp_files())
 
 
 def migrate_trial(place: Place, seed: int) -> CrashResult:
@@ -314,4 +321,6 @@ def migrate_trial(place: Place, seed: int) -> CrashResult:
     if any(state.legacy_digest != digest for state in store.shard_states().values()):
         raise CrashViolation(f"seed {seed}: a shard does not record the legacy digest")
     outcome = "already-complete" if completed or marked else "resumed"
-    return CrashResult("migrate", place.kind, seed, written, outcome, temp_files)
+    return CrashResult(
+        "migrate", place.kind, seed, written, outcome, temp_files, place.temp_files()
+    )

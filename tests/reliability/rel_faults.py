@@ -122,8 +122,8 @@ CASES = [
     FaultCase(
         "apiserver-restart-ungated",
         "kube-apiserver SIGKILLed and restarted with no gate: the store may reach it before "
-        "its RBAC cache is synced (403 on the read-back)",
-        (COMMIT, "error:ApiRefusedError"),
+        "its RBAC cache is synced (403 on the read-back, which it keeps resolving)",
+        (COMMIT,),
         ci=False,
     ),
     FaultCase(

@@ -1,7 +1,8 @@
-"""Bugs the reliability campaign found in code it does not own, pinned as strict xfails.
+"""Bugs the reliability campaign found in code it does not own.
 
-Each test states what SPEC requires; it fails today (xfail), and turns into a failure (XPASS,
-strict) once the bug is fixed, so the fix cannot go unnoticed: then drop the marker.
+Each test states what SPEC requires. An open bug is a strict xfail: it fails today, and turns
+into a failure (XPASS, strict) once fixed, so a fix cannot go unnoticed. A fixed bug keeps its
+test as a regression test, marked `@fixed(<the bug as found>)` (recorded for the report only).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -33,22 +34,29 @@ from checkpoint_testenv.faultproxy import FaultProxy
 
 FEED = "tn/objectstore/feed-a"
 DEEP = "[" * 100_000
+T = TypeVar("T", bound=Callable[..., None])
+FIXED: dict[str, str] = {}
+"""Test name -> the bug it pinned, for bugs already fixed (listed in docs/reliability.md)."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="codec.decode_envelope: deeply nested JSON raises RecursionError, not CorruptShardError",
-)
+def fixed(bug: str) -> Callable[[T], T]:
+    """Record that `bug` was found and fixed; the test now guards against a regression."""
+
+    def record(test: T) -> T:
+        FIXED[test.__name__] = bug
+        return test
+
+    return record
+
+
+@fixed("codec.decode_envelope: deeply nested JSON raises RecursionError, not CorruptShardError")
 def test_deeply_nested_envelope_is_a_corrupt_shard() -> None:
     blob = codec.gzip_fixed(DEEP.encode())  # about 150 bytes: admitted by the API server
     with pytest.raises(CorruptShardError):
         codec.decode_shard(FEED, blob)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="legacy.decode_legacy: deeply nested JSON raises RecursionError, not LegacyFormatError",
-)
+@fixed("legacy.decode_legacy: deeply nested JSON raises RecursionError, not LegacyFormatError")
 def test_deeply_nested_legacy_value_is_a_legacy_format_error() -> None:
     with pytest.raises(LegacyFormatError):
         decode_legacy("old-checkpoints", DEEP)
@@ -76,19 +84,15 @@ def surrogate_envelope(encoding: int) -> bytes:
     return codec.gzip_fixed(json.dumps(envelope).encode())  # ASCII JSON with a \\ud800 escape
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="codec._encode_ids: a lone surrogate id in a base64 group raises UnicodeEncodeError",
-)
+@fixed("codec._encode_ids: a lone surrogate id in a base64 group raises UnicodeEncodeError")
 def test_lone_surrogate_in_a_base64_id_group_is_a_corrupt_shard() -> None:
     with pytest.raises(CorruptShardError):
         codec.decode_shard(FEED, surrogate_envelope(encoding=1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="codec.decode_envelope admits lone surrogates (plain ids) that encode_shard can never "
-    "write back (UnicodeEncodeError): the shard opens but can never be persisted again",
+@fixed(
+    "codec.decode_envelope admits lone surrogates (plain ids) that encode_shard can never "
+    "write back (UnicodeEncodeError): the shard opens but can never be persisted again"
 )
 def test_a_decoded_shard_can_always_be_encoded_again() -> None:
     try:
@@ -98,10 +102,9 @@ def test_a_decoded_shard_can_always_be_encoded_again() -> None:
     codec.encode_shard(FEED, rows)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store.set/batch accept a value with a lone surrogate; persisting it raises "
-    "UnicodeEncodeError (not a named error) inside the ExceptionGroup",
+@fixed(
+    "Store.set/batch accept a value with a lone surrogate; persisting it raises "
+    "UnicodeEncodeError (not a named error) inside the ExceptionGroup"
 )
 def test_unencodable_value_is_refused_with_a_named_error(tmp_path: Path) -> None:
     store = Store.open(FileBackend(tmp_path, "cr"), writer="w", epoch=1)
@@ -110,11 +113,10 @@ def test_unencodable_value_is_refused_with_a_named_error(tmp_path: Path) -> None
     assert all(isinstance(leaf, CheckpointError) for leaf in leaf_errors(raised.value))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KubernetesBackend._resolve: a definitive answer to the read-back (here 403, as a "
+@fixed(
+    "KubernetesBackend._resolve: a definitive answer to the read-back (here 403, as a "
     "restarted kube-apiserver gives before its RBAC cache syncs) escapes as ApiRefusedError, "
-    "although the write's outcome is unknown (SPEC §7: unresolved -> write-uncertain)",
+    "although the write's outcome is unknown (SPEC §7: unresolved -> write-uncertain)"
 )
 def test_unresolvable_read_back_after_a_lost_answer_is_write_uncertain(
     target: KubeTarget, fault_proxy: Callable[[], FaultProxy]
@@ -144,10 +146,9 @@ def test_unresolvable_read_back_after_a_lost_answer_is_write_uncertain(
     assert outcome in ("commit", WriteUncertainError.__name__)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="migration.migrate_on_open writes the shards that fit before an oversize shard fails "
-    "(SPEC §12: no error path writes during open); sizes are not checked before the first write",
+@fixed(
+    "migration.migrate_on_open writes the shards that fit before an oversize shard fails "
+    "(SPEC §12: no error path writes during open); sizes are not checked before the first write"
 )
 def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_without_writing(
     tmp_path: Path,

@@ -62,10 +62,7 @@ def test_deeply_nested_legacy_value_is_a_legacy_format_error() -> None:
         decode_legacy("old-checkpoints", DEEP)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.load_document: deeply nested JSON raises RecursionError, not ConfigError",
-)
+@fixed("settings.load_document: deeply nested JSON raises RecursionError, not ConfigError")
 def test_deeply_nested_config_file_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text(DEEP)
@@ -168,10 +165,9 @@ def random_hex(seed: int) -> str:
     return "".join(hashlib.sha512(f"{seed}:{part}".encode()).hexdigest() for part in range(4))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings.load_document catches OSError only: a config file that is not UTF-8 "
-    "raises UnicodeDecodeError, not ConfigError",
+@fixed(
+    "settings.load_document catches OSError only: a config file that is not UTF-8 "
+    "raises UnicodeDecodeError, not ConfigError"
 )
 def test_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
@@ -180,10 +176,9 @@ def test_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
         settings.load_document(str(path))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ElectionTimings: leaseDurationSeconds Infinity (accepted by json and the schema) "
-    "raises OverflowError from int(), not ConfigError",
+@fixed(
+    "ElectionTimings: leaseDurationSeconds Infinity (accepted by json and the schema) "
+    "raises OverflowError from int(), not ConfigError"
 )
 def test_infinite_lease_duration_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
@@ -192,10 +187,9 @@ def test_infinite_lease_duration_is_a_config_error(tmp_path: Path) -> None:
         settings.parse(settings.load_document(str(path)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="settings: NaN passes the schema's bounds and ElectionTimings' comparisons, so a "
-    "config with renewDeadlineSeconds NaN (or deadlineSeconds NaN) is accepted",
+@fixed(
+    "settings: NaN passes the schema's bounds and ElectionTimings' comparisons, so a "
+    "config with renewDeadlineSeconds NaN (or deadlineSeconds NaN) is accepted"
 )
 @pytest.mark.parametrize(
     "document",

@@ -115,15 +115,25 @@ def validate(document: Any) -> None:
         raise ConfigError(_key_path(list(best.absolute_path)), best.message)
 
 
+def _reject_non_finite(name: str) -> Any:
+    """NaN and Infinity are not JSON (RFC 8259); Python's parser admits them, and NaN would
+    slip past every range check of the schema and of the election timings."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def load_document(path: str | None) -> dict[str, Any]:
     if path is None:
         return json.loads(json.dumps(EMBEDDED_DEFAULT))  # type: ignore[no-any-return]
     try:
         text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError("", f"config file {path} is not UTF-8: {error}") from None
     except OSError as error:
         raise ConfigError("", f"cannot read config file {path}: {error}") from None
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_constant=_reject_non_finite)
+    except RecursionError:
+        raise ConfigError("", f"config file {path} is nested too deeply") from None
     except ValueError as error:
         raise ConfigError("", f"config file {path} is not JSON: {error}") from None
     if not isinstance(document, dict):

@@ -18,8 +18,8 @@ from checkpoint_runtime.leaderelection import (
     LeaseRecord,
 )
 from checkpoint_runtime.runtime.http import HealthServer
-from checkpoint_runtime.runtime.process import GuardedPersister, LeaderGuardedMap
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.runtime.process import LeaderGuardedMap
+from checkpoint_runtime.store import Debouncer, Store
 
 
 def fetch(port: int, path: str) -> tuple[int, str]:
@@ -116,7 +116,7 @@ def test_the_debounced_persist_stops_when_leadership_ends(tmp_path: Path) -> Non
     store = Store.open(FileBackend(tmp_path, "cr"), writer="w", debounce_seconds=0.05)
     leading = [True]
     errors: list[BaseException] = []
-    persister = GuardedPersister(store, lambda: leading[0], errors.append)
+    persister = Debouncer(store, errors.append, leading=lambda: leading[0])
     persister.start()
     try:
         store.set("flowlogs/cursor", "a")

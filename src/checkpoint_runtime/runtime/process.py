@@ -47,7 +47,7 @@ from checkpoint_runtime.metrics import StoreMetrics
 from checkpoint_runtime.runtime import credentials, logs
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.settings import RuntimeSettings, load_settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store import Debouncer, Store
 
 log = logging.getLogger("checkpoint_runtime.runtime")
 
@@ -354,7 +354,7 @@ class Runtime:
             for c in self._collectors(guarded, sink)
         ]
         runner = CollectorRunner(collectors, self._on_fatal)
-        persister = GuardedPersister(store, self._leading, self._on_fatal)
+        persister = Debouncer(store, self._on_fatal, leading=self._leading)
         runner.start()
         persister.start()
         self.phase = "leading"
@@ -445,39 +445,3 @@ def _contains(error: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(error, BaseExceptionGroup):
         return any(_contains(inner, kind) for inner in error.exceptions)
     return False
-
-
-class GuardedPersister:
-    """The debounced persist loop, which writes only while `leading()` holds (§7: stop writing
-    as soon as the lease cannot be renewed); an error ends the lifecycle."""
-
-    def __init__(
-        self,
-        store: Store,
-        leading: Callable[[], bool],
-        on_fatal: Callable[[BaseException], None],
-    ) -> None:
-        self.store = store
-        self.leading = leading
-        self.on_fatal = on_fatal
-        self.interval = max(store.debounce_seconds / 4, 0.05)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="persist", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.leading():
-                return
-            try:
-                self.store.persist_due()
-            except BaseException as error:
-                self.on_fatal(error)
-                return

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from typing import Any
 import yaml
 
 from checkpoint_testenv import binaries, helm
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+from checkpoint_testenv.controlplane import ControlPlane, free_port, start_control_plane
 
 FEED = {"kind": "objectstore", "tailnet": "demo", "feed": "access-logs", "pollSeconds": 1}
 SHARD = "demo/objectstore/access-logs"
@@ -51,12 +50,6 @@ METRICS = (
 
 def say(text: str) -> None:
     print(f"\n== {text}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:

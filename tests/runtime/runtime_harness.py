@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,12 +22,7 @@ import yaml
 
 from checkpoint_runtime.collectors.flowlogs import parse_rfc3339
 from checkpoint_runtime.collectors.objectstore import object_id, rfc3339_ns
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from checkpoint_testenv.controlplane import free_port
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:

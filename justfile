@@ -25,6 +25,11 @@ setup:
       echo "$want" > "$stamp"
     fi
 
+# install the pinned Debian packages the image build and the test node need (idempotent)
+[group('setup')]
+system:
+    scripts/system/install-debian.sh
+
 # build kube-apiserver, etcd and helm from the pinned Go modules into the cache (idempotent)
 [group('setup')]
 testenv-build:

@@ -23,7 +23,7 @@ setup:
     if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
       echo "setup: installing checkpoint-runtime (editable) with the gate and dev tools into" \
         "{{ venv }}; pip downloads ~60 packages, a few minutes the first time" >&2
-      {{ bin }}/pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
+      {{ bin }}/pip install --disable-pip-version-check -e '.[dev]'
       echo "$want" > "$stamp"
       echo "setup: done" >&2
     fi

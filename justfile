@@ -10,7 +10,7 @@ chart := "charts/checkpoint-runtime"
 # list the recipes
 [group('help')]
 default:
-    @just --list
+    @"{{ just_executable() }}" --justfile "{{ justfile() }}" --list
 
 # create .venv and install the package with its dev tools (idempotent)
 [group('setup')]

@@ -79,8 +79,9 @@ def test_the_gate_without_its_extra_names_the_extra_to_install(
 ) -> None:
     result = runtime_venv.run("gate", "--help", cwd=elsewhere)
     assert result.returncode == 2
-    assert result.stderr.startswith("error: MissingExtraError: `checkpoint-runtime gate` needs")
-    assert "pip install 'checkpoint-runtime[gate]'" in result.stderr
+    assert result.stderr.startswith("error: MissingExtraError: `checkpoint-runtime gate` (module")
+    assert "needs the 'gate' extra" in result.stderr
+    assert result.stderr.endswith("pip install 'checkpoint-runtime[gate]'\n")
     assert "Traceback" not in result.stderr
 
 

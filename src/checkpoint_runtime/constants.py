@@ -65,9 +65,10 @@ GZIP_LEVEL: Final = 9
 # §4: libdeflate level of the v2 writer (measured: smaller than zlib 9 at a small fraction of its
 # time; scripts/bench/codec.py).
 FAST_DEFLATE_LEVEL: Final = 6
-# §4: a v2 run stores its prefix once; this is what one run costs besides the prefix
-# (`["",N],` in the JSON), in characters.
-RUN_OVERHEAD_CHARS: Final = 8
+# §4: a v2 column is cut into runs sharing a prefix; the prefix length is the longest that keeps
+# this many entries a run on average (measured on both workloads: smallest output; fewer runs
+# decode faster, more runs remove more shared characters).
+MEAN_RUN_ENTRIES: Final = 6
 # §4: a shard's delta member may grow to this fraction of its base member (compressed bytes)
 # before the next persist writes a new base instead (compaction); a Store option.
 DEFAULT_COMPACTION_RATIO: Final = 0.5

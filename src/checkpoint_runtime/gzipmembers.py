@@ -63,7 +63,8 @@ def gunzip_members(blob: bytes, limit: int, shard: str) -> list[Member]:
         try:
             out = inflater.decompress(blob[offset:], budget + 1)
         except zlib.error as error:
-            raise CorruptShardError(shard, f"bad gzip data: {error}") from None
+            where = "trailing bytes after the gzip member: " if members else ""
+            raise CorruptShardError(shard, f"{where}bad gzip data: {error}") from None
         if len(out) > budget or inflater.unconsumed_tail:
             raise CorruptShardError(shard, f"decoded envelope exceeds {limit} bytes")
         if not inflater.eof:

@@ -99,7 +99,6 @@ DEFAULT_FILE_STORE_PATH: Final = "/tmp/checkpoints"
 DEFAULT_STORE_NAME: Final = "checkpoint-runtime"
 LEADER_HEALTH_TOLERANCE_SECONDS: Final = 20.0
 RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
-SCHEMA_DIR_ENV: Final = "CHECKPOINT_RUNTIME_SCHEMAS"
 
 # §6 (store helper): the startup projection encodes at most this many seen rows per shard and
 # scales linearly beyond (compressed size grows linearly in rows); the representative workload

@@ -112,7 +112,9 @@ def load_command(name: str) -> ModuleType:
     except ModuleNotFoundError as error:
         missing = (error.name or "").partition(".")[0]
         if command.extra and missing in EXTRA_MODULES[command.extra]:
-            raise MissingExtraError(command.extra, f"`{PROG} {name}`", missing) from None
+            raise MissingExtraError(
+                "", f"`{PROG} {name}` (module {missing!r})", command.extra
+            ) from None
         raise
 
 

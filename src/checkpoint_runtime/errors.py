@@ -135,21 +135,23 @@ class LegacyConflictError(CheckpointError):
         self.detail = detail
 
 
+class MissingExtraError(ConfigError):
+    """A config or a command needs an optional part of the package (an extra) not installed."""
+
+    def __init__(self, path: str, feature: str, extra: str) -> None:
+        super().__init__(
+            path,
+            f"{feature} needs the {extra!r} extra, which is not installed here: "
+            f"pip install 'checkpoint-runtime[{extra}]'",
+        )
+        if not path:  # a command, not a config key, needs it: no key path to name
+            self.args = (self.message,)
+        self.feature = feature
+        self.extra = extra
+
+
 class PackageDataError(CheckpointError):
     """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
-
-
-class MissingExtraError(CheckpointError):
-    """A subcommand or URL scheme needs an optional extra that is not installed."""
-
-    def __init__(self, extra: str, needed_for: str, module: str) -> None:
-        super().__init__(
-            f"{needed_for} needs the {extra!r} extra (module {module!r} is not installed): "
-            f"pip install 'checkpoint-runtime[{extra}]'"
-        )
-        self.extra = extra
-        self.needed_for = needed_for
-        self.module = module
 
 
 __all__ = [

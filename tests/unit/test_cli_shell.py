@@ -138,8 +138,10 @@ def test_a_missing_extra_names_the_extra_to_install(
     module_importing(monkeypatch, tmp_path, "cr_absent_gate_dep", {"cr_absent_gate_dep"})
     assert cli.main(["boom", "--help"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: MissingExtraError: `checkpoint-runtime boom` needs the 'gate'")
-    assert "pip install 'checkpoint-runtime[gate]'" in err
+    assert err == (
+        "error: MissingExtraError: `checkpoint-runtime boom` (module 'cr_absent_gate_dep') needs"
+        " the 'gate' extra, which is not installed here: pip install 'checkpoint-runtime[gate]'\n"
+    )
 
 
 def test_a_missing_module_outside_the_extra_is_not_blamed_on_the_extra(

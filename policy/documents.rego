@@ -102,7 +102,7 @@ workload_pod_labels := [object.get(obj, ["spec", "template", "metadata", "labels
 	obj.kind in workload_kinds
 ]
 
-# The runtime config the chart renders as config.json in its ConfigMap (SPEC: "<fullname>-config").
+# The runtime config the chart renders as config.json in its ConfigMap ("<fullname>-config").
 runtime_configs := [config |
 	some cm in objects_of_kind("ConfigMap")
 	raw := object.get(cm, ["data", "config.json"], "")

@@ -1,4 +1,4 @@
-# Chart hygiene (RENDER_GATE 20, 22, 23): recommended labels, selectors on name and instance only,
+# Chart hygiene (HYG rules): recommended labels, selectors on name and instance only,
 # names within Kubernetes limits, optional objects selecting the chart's own pods, a proper test hook.
 package main
 

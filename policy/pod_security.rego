@@ -1,4 +1,4 @@
-# Pod security (RENDER_GATE 11-15, SPEC §10): the restricted profile for every container of every
+# Pod security (POD rules): the restricted profile for every container of every
 # pod the chart renders: the Deployment's main and init containers and the `helm test` pod.
 package main
 
@@ -215,8 +215,8 @@ deny contains msg if {
 	msg := concat("", ["POD-15 ", label(obj), ": container ", container.name, ": ", probe, " must be set"])
 }
 
-# configMap, emptyDir, projected and secret per RENDER_GATE 15, plus persistentVolumeClaim:
-# SPEC §10 lets the file store keep its folder on an existing claim for durability.
+# configMap, emptyDir, projected and secret (POD-15), plus persistentVolumeClaim:
+# the file store may keep its folder on an existing claim for durability.
 allowed_volume_sources := {"configMap", "emptyDir", "projected", "secret", "persistentVolumeClaim"}
 
 deny contains msg if {

@@ -1,4 +1,4 @@
-# RBAC (RENDER_GATE 1-8, SPEC §10): the chart may grant exactly the store's permissions, in one
+# RBAC (RBAC rules): the chart may grant exactly the store's permissions, in one
 # namespace, to its own ServiceAccount, and nothing else for any valid values.
 package main
 
@@ -38,7 +38,7 @@ role_permissions(role) := {permission(group, resource, verb, name) |
 	some name in names_or_any(rule)
 }
 
-# SPEC §10, exactly: configmaps get/list/update/create unpinned (create cannot be scoped by name,
+# The store's permissions (docs/rbac.md), exactly: configmaps get/list/update/create unpinned (create cannot be scoped by name,
 # list by name needs a field selector discovery does not have); leases get/update pinned to the
 # Lease name; leases create unpinned (create cannot be scoped by name).
 expected_permissions(lease) := {
@@ -80,7 +80,7 @@ expected_lease(role) := name if {
 deny contains msg if {
 	some head in heads
 	head.kind in {"ClusterRole", "ClusterRoleBinding"}
-	msg := concat("", ["RBAC-1 ", head.label, ": cluster-scoped RBAC is never rendered (SPEC §10)"])
+	msg := concat("", ["RBAC-1 ", head.label, ": cluster-scoped RBAC is never rendered"])
 }
 
 # --- RBAC-2: explicit namespace, the coordination namespace ------------------------------------
@@ -110,7 +110,7 @@ deny contains msg if {
 	msg := concat("", ["RBAC-2 ", label(binding), ": namespace ", namespace_of(binding), " differs from its Role's ", namespace_of(role)])
 }
 
-# --- RBAC-3: the Role's permissions equal SPEC §10 as a set -------------------------------------
+# --- RBAC-3: the Role's permissions equal the store's as a set -------------------------------------
 
 deny contains msg if {
 	some role in objects_of_kind("Role")
@@ -119,7 +119,7 @@ deny contains msg if {
 	extra := actual - want
 	missing := want - actual
 	count(extra) + count(missing) > 0
-	msg := concat("", ["RBAC-3 ", label(role), ": rules differ from SPEC §10: extra [", concat(", ", sort(extra)), "]; missing [", concat(", ", sort(missing)), "]"])
+	msg := concat("", ["RBAC-3 ", label(role), ": rules differ from the store's permissions (docs/rbac.md): extra [", concat(", ", sort(extra)), "]; missing [", concat(", ", sort(missing)), "]"])
 }
 
 # --- RBAC-4: no wildcards, no nonResourceURLs -------------------------------------------------

@@ -311,7 +311,7 @@ def targets(results: Results) -> list[Target]:
             "not measured" if render_ratio is None else f"{render_ratio:g}x",
             None if render_ratio is None else render_ratio >= RENDER_TARGET,
             (
-                "scripts/bench/render.py (GATE helper) "
+                "scripts/bench/render.py "
                 + (
                     "did not print a recognisable ratio; see its output below."
                     if render_ran
@@ -324,7 +324,7 @@ def targets(results: Results) -> list[Target]:
                 if render_ratio >= RENDER_TARGET
                 else f"missed: {render_ratio:g}x against {RENDER_TARGET:g}x "
                 f"({RENDER_TARGET / render_ratio:.1f}x short); per-document times in "
-                "render.py's table below (the GATE helper owns that analysis)."
+                "render.py's table below."
             ),
         )
     )
@@ -469,7 +469,7 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
         "|---|---|",
         *[f"| {key} | {value} |" for key, value in machine_info(results)],
         "",
-        "## Targets (issue 6)",
+        "## Targets",
         "",
         "| target | wanted | measured | verdict | why |",
         "|---|---|---|---|---|",
@@ -490,7 +490,7 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
     lines += _external_section(render) if render else ["Not run (`--no-external`).", ""]
     lines += ["## 4. Store (scripts/bench/store_ops.py)", ""]
     lines += [table.markdown() for table in results.store_ops.tables]
-    lines += ["## 5. Shard sizes of the §11 configurations (scripts/bench/store.py)", ""]
+    lines += ["## 5. Shard sizes of the reference configurations (scripts/bench/store.py)", ""]
     store = next((item for item in results.externals if item.name == "store"), None)
     lines += _external_section(store) if store else ["Not run (`--no-external`).", ""]
     return "\n".join(lines).rstrip() + "\n"

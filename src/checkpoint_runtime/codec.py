@@ -1,4 +1,4 @@
-"""The `gzip-shards-v1` shard codec (SPEC §4): deterministic, bounded, fail-closed.
+"""The `gzip-shards-v1` shard codec: deterministic, bounded, fail-closed.
 
 Envelope (JSON, schemas/shard-envelope.schema.json), gzipped with a fixed header:
 

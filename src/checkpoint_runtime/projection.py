@@ -57,6 +57,9 @@ class ShardProjection:
         }
 
 
+_MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabytes at any size
+
+
 @lru_cache(maxsize=256)
 def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
     """Compressed bytes and row count of a representative feed shard (cached: the render gate
@@ -91,7 +94,9 @@ def _project_feed(index: int, collector: CollectorSettings, shape: str) -> Shard
 def _project_flowlogs(index: int, collector: CollectorSettings) -> ShardProjection:
     """The cursor plus one row per replay window; like a feed, at most
     PROJECTION_MAX_ENCODED_ROWS windows are encoded and the size scales linearly beyond."""
-    windows = max(1, math.ceil(collector.replay_window_seconds / collector.poll_seconds))
+    # A tiny pollSeconds makes the ratio overflow to infinity; far past any limit, so cap it.
+    ratio = min(collector.replay_window_seconds / collector.poll_seconds, _MAX_WINDOWS)
+    windows = max(1, math.ceil(ratio))
     encoded = min(windows, PROJECTION_MAX_ENCODED_ROWS)
     size = _flowlogs_bytes(collector.namespace, encoded)
     projected = size if windows == encoded else math.ceil(size / (encoded + 1) * (windows + 1))

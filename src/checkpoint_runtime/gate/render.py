@@ -104,10 +104,25 @@ def _load_values_file(path: Path) -> Json:
     return loaded
 
 
+class _ManifestLoader(yaml.SafeLoader):
+    """YAML as Kubernetes reads it: a bare `=` is the string "=", not YAML 1.1's `value` tag
+    (which PyYAML cannot construct, so an annotation value `=` failed the gate, not the API)."""
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def _documents(source: str, text: str) -> list[Manifest]:
+    try:
+        documents = list(yaml.load_all(text, Loader=_ManifestLoader))
+    except yaml.YAMLError as error:
+        raise RenderError(f"{source}: the rendered manifest is not YAML: {error}") from None
     return [
         Manifest(source, document)
-        for document in yaml.safe_load_all(text)
+        for document in documents
         if isinstance(document, dict) and document
     ]
 

@@ -136,7 +136,7 @@ class LegacyConflictError(CheckpointError):
 
 
 class MissingExtraError(ConfigError):
-    """The config needs an optional part of the package (an extra) that is not installed."""
+    """A config or a command needs an optional part of the package (an extra) not installed."""
 
     def __init__(self, path: str, feature: str, extra: str) -> None:
         super().__init__(
@@ -144,6 +144,8 @@ class MissingExtraError(ConfigError):
             f"{feature} needs the {extra!r} extra, which is not installed here: "
             f"pip install 'checkpoint-runtime[{extra}]'",
         )
+        if not path:  # a command, not a config key, needs it: no key path to name
+            self.args = (self.message,)
         self.feature = feature
         self.extra = extra
 
@@ -175,6 +177,10 @@ class ValuesFileError(CheckpointError):
         self.reason = reason
 
 
+class PackageDataError(CheckpointError):
+    """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
+
+
 __all__ = [
     "ApiRefusedError",
     "CheckpointError",
@@ -190,6 +196,7 @@ __all__ = [
     "MissingExtraError",
     "NoStoreError",
     "OversizeError",
+    "PackageDataError",
     "StorePathError",
     "UnencodableTextError",
     "ValuesFileError",

@@ -49,7 +49,14 @@ def test_the_runtime_install_has_neither_the_gate_nor_the_dev_packages(
     )
     installed = {package["name"].lower() for package in json.loads(listed.stdout)}
     assert "checkpoint-runtime" in installed
-    assert not installed & {"regopy", "helm-python-sdk", "kubernetes-validate", "pytest", "s3fs"}
+    assert not installed & {
+        "opa-py-wasm",
+        "wasmtime",
+        "helm-python-sdk",
+        "kubernetes-validate",
+        "pytest",
+        "s3fs",
+    }
     probe = subprocess.run(
         [str(runtime_venv.python), "-c", "import checkpoint_testenv"],
         capture_output=True,

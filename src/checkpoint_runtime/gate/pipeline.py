@@ -76,7 +76,9 @@ class Gate:
         kubernetes: KubernetesValidator | None = None,
     ) -> None:
         self.chart_dir = chart_dir
-        self._sdk = SdkRenderer(chart_dir)  # also merges defaults for the jsonschema check
+        # Also merges defaults for the jsonschema check. Values are validated here before the
+        # render, and invalid ones are not rendered, so Helm need not validate them again.
+        self._sdk = SdkRenderer(chart_dir, validate_values=False)
         self.renderer: Renderer = renderer or self._sdk
         self.schema = ValuesSchema(chart_dir / "values.schema.json")
         self.kubernetes = kubernetes or KubernetesValidator()

@@ -25,6 +25,10 @@ import jsonschema_rs
 import yaml
 from helm_python import Chart, parse_set_string
 
+from checkpoint_runtime import schema_errors
+from checkpoint_runtime.errors import ValuesFileError
+from checkpoint_runtime.schema_errors import key_path
+
 Json = dict[str, Any]
 
 HELM_ENV = "CHECKPOINT_HELM"
@@ -72,20 +76,58 @@ def load_values(files: Iterable[Path] = (), sets: Iterable[str] = ()) -> Json:
     """User values as `helm -f a.yaml -f b.yaml --set k=v` would compose them."""
     values: Json = {}
     for path in files:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise RenderError(f"{path}: a values file must hold a mapping")
-        values = deep_merge(values, loaded)
+        values = deep_merge(values, _load_values_file(path))
     for expression in sets:
-        values = deep_merge(values, parse_set_string(expression))
+        try:
+            parsed = parse_set_string(expression)
+        except ValueError as error:
+            raise ValuesFileError(f"--set {expression}", str(error)) from None
+        values = deep_merge(values, parsed)
     return values
+
+
+def _load_values_file(path: Path) -> Json:
+    """One values file, or ValuesFileError saying where it went wrong (never a YAML traceback)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValuesFileError(str(path), f"cannot read it: {error}") from None
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = ""
+        mark = getattr(error, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ValuesFileError(str(path), f"not valid YAML{where}: {problem}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValuesFileError(str(path), "a values file must hold a mapping")
+    return loaded
+
+
+class _ManifestLoader(yaml.CSafeLoader):
+    """YAML as Kubernetes reads it: a bare `=` is the string "=", not YAML 1.1's `value` tag
+    (which PyYAML cannot construct, so an annotation value `=` failed the gate, not the API)."""
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
+    for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 def _documents(source: str, text: str) -> list[Manifest]:
     # libyaml's parser (CSafeLoader): a tenth of the pure-Python loader's time on a render.
+    try:
+        documents = list(yaml.load_all(text, Loader=_ManifestLoader))
+    except yaml.YAMLError as error:
+        raise RenderError(f"{source}: the rendered manifest is not YAML: {error}") from None
     return [
         Manifest(source, document)
-        for document in yaml.load_all(text, Loader=yaml.CSafeLoader)
+        for document in documents
         if isinstance(document, dict) and document
     ]
 
@@ -211,14 +253,6 @@ class SchemaViolation:
         return f"{self.path or '<root>'}: {self.message}"
 
 
-def key_path(parts: Iterable[Any]) -> str:
-    """`("checkpoint", "collectors", 0, "feed")` -> `checkpoint.collectors[0].feed`."""
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 class ValuesSchema:
     """The chart's values.schema.json, checked with jsonschema (format-agnostic of Helm)."""
 
@@ -233,10 +267,11 @@ class ValuesSchema:
         self._fast = jsonschema_rs.validator_for(self.schema)
 
     def violations(self, values: Json) -> list[SchemaViolation]:
+        """One violation per failing field (not one per `oneOf` branch that did not match)."""
         if self._fast.is_valid(values):
             return []
-        errors = sorted(self._validator.iter_errors(values), key=lambda e: list(e.absolute_path))
-        return [SchemaViolation(key_path(error.absolute_path), error.message) for error in errors]
+        found = schema_errors.violations(self._validator.iter_errors(values))
+        return [SchemaViolation(path, message) for path, message in found]
 
 
 # Prometheus-operator kinds have no schema in kubernetes-validate; they get this structural check

@@ -1,0 +1,168 @@
+"""The chart as a platform team installs it, on a real node running the project's image.
+
+One release for the module (`helm install --wait`, the defaults plus a flowlogs collector polling
+an endpoint this test serves): both pods Ready, one Lease holder, shards stamped by the leader,
+shard gauges through the Service, `helm test`, the restricted profile enforced on real processes,
+and last a failover by deleting the leader pod.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from node_helpers import (
+    LogFollower,
+    holder_pod,
+    lease_holder,
+    ready,
+    restricted_namespace,
+    runtime_pods,
+    service_get,
+    shard_writers,
+    wait_for,
+)
+
+from checkpoint_testenv import helm
+from checkpoint_testenv.node.cluster import NodeCluster
+from conftest import FlowFeed
+
+POLL_SECONDS = 0.5
+APP_UID = 10001
+
+
+@pytest.fixture(scope="module")
+def release(node_cluster: NodeCluster, flow_feed: FlowFeed) -> Iterator[helm.Release]:
+    plane = node_cluster.control_plane
+    namespace = restricted_namespace(plane, "node")
+    values = {
+        "checkpoint": {
+            "collectors": [
+                {"kind": "flowlogs", "tailnet": "tn1", "url": flow_feed.url, "pollSeconds": 0.5}
+            ]
+        }
+    }
+    begun = time.monotonic()
+    installed = helm.install(plane, namespace, values, wait=True)
+    print(f"helm install --wait: {time.monotonic() - begun:.1f} s")
+    yield installed
+    helm.run(plane, "uninstall", installed.name, "--namespace", namespace)
+
+
+@pytest.fixture(scope="module")
+def followers(release: helm.Release) -> dict[str, LogFollower]:
+    """The runtime container's log of each pod, followed from install on."""
+    return {
+        pod.metadata.name: LogFollower(release, pod.metadata.name) for pod in runtime_pods(release)
+    }
+
+
+def test_both_pods_ready_and_one_holds_the_lease(release: helm.Release) -> None:
+    pods = runtime_pods(release)
+    assert len(pods) == 2
+    assert all(ready(pod) for pod in pods), [pod.status.phase for pod in pods]
+    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
+    assert holder_pod(lease_holder(release)) in {pod.metadata.name for pod in pods}
+
+
+def test_leader_writes_shards_under_its_identity(
+    release: helm.Release, followers: dict[str, LogFollower]
+) -> None:
+    wait_for(lambda: bool(shard_writers(release)), 30, "a shard written")
+    holder = lease_holder(release)
+    writers = shard_writers(release)
+    assert set(writers.values()) == {holder}, writers
+    assert any(f.flow_numbers() for f in followers.values()), "no flow record emitted"
+
+
+def test_service_serves_the_shard_gauges(release: helm.Release) -> None:
+    wait_for(lambda: bool(shard_writers(release)), 30, "a shard written")
+    # The Service balances over both Ready pods; only the leader holds shards.
+    bodies = [service_get(release, "/metrics") for _ in range(12)]
+    assert all("checkpoint_leader" in body for body in bodies)
+    shard_lines = [
+        line
+        for body in bodies
+        for line in body.splitlines()
+        if line.startswith('checkpoint_shard_headroom_ratio{shard="tn1/flowlogs"}')
+    ]
+    assert shard_lines, "no shard gauge through the Service"
+
+
+def test_helm_test_passes(release: helm.Release) -> None:
+    output = helm.run(
+        release.plane, "test", release.name, "--namespace", release.namespace, "--timeout", "120s"
+    )
+    assert "Succeeded" in output, output
+
+
+def test_pods_run_restricted_as_10001_with_a_read_only_root(
+    node_cluster: NodeCluster, release: helm.Release
+) -> None:
+    assert node_cluster.containerd is not None
+    with release.plane.admin_api() as api:
+        labels = client.CoreV1Api(api).read_namespace(release.namespace).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    for pod in runtime_pods(release):
+        (status,) = [s for s in pod.status.container_statuses if s.name == "runtime"]
+        pid = node_cluster.containerd.task_pid(status.container_id)
+        uids = _status_field(pid, "Uid")
+        assert uids == [str(APP_UID)] * 4, uids
+        root = _root_mount_options(pid)
+        assert "ro" in root, root
+
+
+def test_failover_after_deleting_the_leader_pod(
+    release: helm.Release, flow_feed: FlowFeed, followers: dict[str, LogFollower]
+) -> None:
+    settings = release.rendered_config["leaderElection"]
+    documented = settings["leaseDurationSeconds"] + settings["retryPeriodSeconds"]
+    leader = holder_pod(lease_holder(release))
+    (standby,) = [name for name in followers if name != leader]
+    wait_for(lambda: bool(followers[leader].flow_numbers()), 30, "the leader emitting")
+
+    begun = time.monotonic()
+    with release.plane.admin_api() as api:
+        client.CoreV1Api(api).delete_namespaced_pod(leader, release.namespace)
+    wait_for(lambda: holder_pod(lease_holder(release)) == standby, documented, "the takeover")
+    failover = time.monotonic() - begun
+    print(f"failover after deleting the leader pod: {failover:.1f} s (bound {documented} s)")
+
+    followers[leader].join(timeout=60)
+    assert followers[leader].done, "the deleted leader's container did not end"
+    time.sleep(3 * POLL_SECONDS)
+    added = flow_feed.stop()
+    wait_for(
+        lambda: max(followers[standby].flow_numbers(), default=0) >= added[-1],
+        30,
+        "the new leader emitting the last record",
+    )
+    before, after = followers[leader].flow_numbers(), followers[standby].flow_numbers()
+    emitted = before + after
+    assert set(added) <= set(emitted), f"lost: {sorted(set(added) - set(emitted))[:20]}"
+    # The new leader continued from the shards, not from the start of the feed...
+    assert before
+    assert min(after) > min(before)
+    # ...and repeats at most the one window that was emitted but not yet checkpointed.
+    repeated = sorted(set(before) & set(after))
+    window = int(2 * POLL_SECONDS / flow_feed.interval) + 2
+    assert not repeated or repeated[-1] - repeated[0] < window, repeated
+    assert len(emitted) == len(set(emitted)) + len(repeated)
+
+
+def _status_field(pid: int, field: str) -> list[str]:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return line.split()[1:]
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _root_mount_options(pid: int) -> list[str]:
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == "/":
+            return fields[5].split(",")
+    raise AssertionError(f"no root mount in /proc/{pid}/mountinfo")

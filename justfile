@@ -78,6 +78,11 @@ gen: setup
 policy-test: setup
     {{ py }} -m checkpoint_runtime.gate.regotest policy
 
+# build the container image offline (Debian packages + a wheelhouse + buildah); prints the archive path last
+[group('build')]
+image:
+    scripts/image/build.sh
+
 # run every test (unit, render, real API server); ARGS go to pytest
 [group('test')]
 test *ARGS: setup testenv-build

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Builds the checkpoint-runtime container image offline, with no base image from a registry:
+#   1. a Debian bookworm root filesystem from Debian packages (mmdebstrap, minbase + the
+#      pinned python3 of rootfs-packages.txt), cached by its pins;
+#   2. a wheelhouse of the project and its runtime dependencies, built on this host (pip wheel);
+#   3. /opt/venv inside the root filesystem, installed from that wheelhouse only (--no-index),
+#      with all bytecode compiled now (the root filesystem is read-only at run time);
+#   4. an image from scratch with buildah (user, entrypoint, env, port, labels as the
+#      Dockerfile's), exported as a docker-archive that `podman load` and
+#      `ctr -n k8s.io images import` accept.
+# Idempotent: the archive is cached under ~/.cache/checkpoint-runtime/image/<key>/, the key a
+# hash of every input (sources, pyproject, Dockerfile, these scripts, the pins). Progress goes to
+# stderr; the LAST line of stdout is the absolute path of the archive.
+# Environment: EXTRAS (default: the Dockerfile's ARG EXTRAS; "" for local folders only),
+# PYTHON (the host's Python 3.11 for pip wheel; default python3.11).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/image
+log() { echo "image: $*" >&2; }
+
+# --- tools -----------------------------------------------------------------------------------
+missing=()
+for tool in mmdebstrap buildah flock tar sha256sum; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+  log "missing ${missing[*]}; installing the pinned Debian packages (scripts/system/install-debian.sh)"
+  "$root/scripts/system/install-debian.sh" || {
+    log "could not install ${missing[*]}: run 'just system' (scripts/system/install-debian.sh) as root"
+    exit 1
+  }
+fi
+python=${PYTHON:-python3.11}
+if ! "$python" -c 'import sys, pip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+  log "$python is not a Python 3.11 with pip; the wheelhouse must match the image's Python 3.11." \
+    "Set PYTHON=/path/to/python3.11"
+  exit 1
+fi
+
+# --- what to build ----------------------------------------------------------------------------
+version=$(sed -n 's/^version = "\([^"]*\)"$/\1/p' "$root/pyproject.toml" | head -1)
+[[ -n $version ]] || { log "no version = \"...\" line in $root/pyproject.toml"; exit 1; }
+name=docker.io/library/checkpoint-runtime:$version
+extras=${EXTRAS-$(sed -n 's/^ARG EXTRAS=//p' "$root/Dockerfile")}
+requirement="$root${extras:+[$extras]}"
+
+# Every input of the image, by content: a change to any of them is a new key.
+inputs_hash() {
+  (cd "$root" && find pyproject.toml README.md Dockerfile src schemas scripts/image -type f \
+    ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 |
+    sort -z | xargs -0 sha256sum)
+  echo "extras=$extras version=$version"
+}
+key=$(inputs_hash | sha256sum | cut -c1-16)
+out=$cache/$key
+archive=$out/checkpoint-runtime-$version.tar
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  log "waiting for another image build to finish (lock $cache/.lock)"
+  flock 9
+fi
+if [[ -f $out/complete ]]; then
+  log "cached: $name ($archive)"
+  echo "$archive"
+  exit 0
+fi
+
+started=$SECONDS
+work=$(mktemp -d "$cache/work.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+
+# --- 1. the Debian root filesystem (cached by its pins) --------------------------------------
+base_tar=$("$here/rootfs.sh" "$cache/base")
+
+# --- 2. the wheelhouse ------------------------------------------------------------------------
+log "building the wheelhouse of checkpoint-runtime${extras:+[$extras]} (pip wheel; downloads on the first run)"
+"$python" -m pip wheel --disable-pip-version-check --progress-bar off --wheel-dir "$work/wheels" \
+  "$requirement" >&2
+log "wheelhouse: $(find "$work/wheels" -name '*.whl' | wc -l) wheels"
+
+# --- 3. /opt/venv in the root filesystem --------------------------------------------------------
+rootfs=$work/rootfs
+mkdir "$rootfs"
+tar -xpf "$base_tar" -C "$rootfs"
+cp -r "$work/wheels" "$rootfs/tmp/wheels"
+mkdir -p "$rootfs/opt/checkpoint-runtime"
+cp -r "$root/schemas" "$rootfs/opt/checkpoint-runtime/schemas"
+# A clean environment: the host's PIP_* or PYTHON* variables must not reach the image's pip.
+in_rootfs() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$rootfs" "$@"; }
+log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, from the wheelhouse)"
+in_rootfs python3 -m venv /opt/venv
+in_rootfs /opt/venv/bin/pip install --quiet --no-index --find-links /tmp/wheels \
+  --no-cache-dir --disable-pip-version-check "checkpoint-runtime${extras:+[$extras]}" >&2
+log "compiling bytecode (the root filesystem is read-only at run time)"
+in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
+  /usr/lib/python3.11 /usr/lib/python3 /opt/venv/lib >&2
+rm -rf "$rootfs/tmp/wheels"
+chmod 1777 "$rootfs/tmp"
+tar --numeric-owner -C "$rootfs" -cf "$work/rootfs.tar" .
+unpacked=$(du -sb "$rootfs" | cut -f1)
+rm -rf "$rootfs"
+
+# --- 4. the image ---------------------------------------------------------------------------------
+log "assembling $name with buildah"
+b=(buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs)
+container=$("${b[@]}" from scratch)
+"${b[@]}" add "$container" "$work/rootfs.tar" / >&2
+rm "$work/rootfs.tar"
+"${b[@]}" config \
+  --user 10001:10001 \
+  --entrypoint '["checkpoint-runtime"]' \
+  --cmd '["run"]' \
+  --workingdir /tmp \
+  --port 8080/tcp \
+  --env PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  --env LANG=C.UTF-8 \
+  --env PYTHONDONTWRITEBYTECODE=1 \
+  --env PYTHONUNBUFFERED=1 \
+  --env HOME=/tmp \
+  --env CHECKPOINT_RUNTIME_SCHEMAS=/opt/checkpoint-runtime/schemas \
+  --label org.opencontainers.image.title=checkpoint-runtime \
+  --label "org.opencontainers.image.description=Collector runtime with sharded gzip ConfigMap checkpoints" \
+  --label org.opencontainers.image.licenses=Apache-2.0 \
+  --label "org.opencontainers.image.version=$version" \
+  "$container"
+"${b[@]}" commit --quiet --format oci "$container" "$name" >/dev/null
+mkdir -p "$out"
+rm -f "$archive"
+"${b[@]}" push --quiet "$name" "docker-archive:$archive:$name" >&2
+"${b[@]}" rm "$container" >/dev/null
+
+seconds=$((SECONDS - started))
+printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %s, "build_seconds": %s}\n' \
+  "$name" "$extras" "$unpacked" "$(stat -c %s "$archive")" "$seconds" >"$out/info.json"
+touch "$out/complete"
+log "built $name in ${seconds}s: $((unpacked / 1000000)) MB unpacked ($archive)"
+
+# Keep the two newest archives; each is a few hundred MB.
+find "$cache" -mindepth 1 -maxdepth 1 -type d -name '????????????????' -printf '%T@ %p\n' |
+  sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -rf
+echo "$archive"

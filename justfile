@@ -35,9 +35,14 @@ system:
 testenv-build:
     scripts/testenv/build.sh
 
+# build the test node's binaries (kubelet, kube-proxy, CoreDNS...) and pause image into the cache (idempotent)
+[group('setup')]
+testenv-node-build:
+    scripts/testenv/build-node.sh
+
 # the full gate: setup, lint, types, formatting, generated files, policy unit tests, all tests
 [group('check')]
-check: setup testenv-build lint typecheck fmt-check gen-check policy-test test
+check: setup testenv-build testenv-node-build image lint typecheck fmt-check gen-check policy-test test
 
 # ruff lint and yamllint on the chart
 [group('check')]
@@ -118,8 +123,8 @@ bench: setup testenv-build
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}
 
-# the main job: gate the chart's defaults, then install it on a local API server and run two runtimes
+# the main job: gate the chart's defaults, install it on a real single-node cluster, checkpoint, fail over
 [group('demo')]
-demo *ARGS: setup testenv-build
+demo *ARGS: setup testenv-build testenv-node-build image
     {{ bin }}/checkpoint-runtime gate
-    {{ py }} scripts/demo_runtime.py {{ ARGS }}
+    {{ py }} scripts/demo.py {{ ARGS }}

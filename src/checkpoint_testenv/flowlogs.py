@@ -7,10 +7,11 @@ address for pods on the test node) and can be told to fail.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import urllib.parse
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,3 +59,38 @@ class FlowLogServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class FlowFeed:
+    """A flow-log endpoint the node's pods reach, fed one numbered record every `interval` s.
+
+    Each record's time lies a second ahead of when it is added, so every window a collector
+    asks for that covers it is asked after it exists: a record is never missed by the timing
+    of the test itself.
+    """
+
+    def __init__(self, host: str, interval: float = 0.1) -> None:
+        self.server = FlowLogServer(host)
+        self.url = self.server.url
+        self.interval = interval
+        self._numbers = itertools.count(1)
+        self.added: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._feed, daemon=True)
+        self._thread.start()
+
+    def _feed(self) -> None:
+        while not self._stop.wait(self.interval):
+            number = next(self._numbers)
+            self.server.add(datetime.now(UTC) + timedelta(seconds=1), number)
+            self.added.append(number)
+
+    def stop(self) -> list[int]:
+        """Stop adding; the numbers added (all due within a second)."""
+        self._stop.set()
+        self._thread.join()
+        return list(self.added)
+
+    def close(self) -> None:
+        self.stop()
+        self.server.close()

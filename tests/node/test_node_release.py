@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from node_helpers import (
+
+from checkpoint_testenv import helm
+from checkpoint_testenv.flowlogs import FlowFeed
+from checkpoint_testenv.node.cluster import NodeCluster
+from checkpoint_testenv.node.observe import (
     LogFollower,
     holder_pod,
     lease_holder,
@@ -25,10 +29,6 @@ from node_helpers import (
     shard_writers,
     wait_for,
 )
-
-from checkpoint_testenv import helm
-from checkpoint_testenv.node.cluster import NodeCluster
-from conftest import FlowFeed
 
 POLL_SECONDS = 0.5
 APP_UID = 10001

@@ -2,9 +2,9 @@
 
 Processes the node started directly are stopped by their ManagedProcess. What outlives them --
 containerd's shims (they daemonize), the containers they run, the mounts under kubelet's and
-containerd's roots, the pods' network namespaces, the kubepods cgroups and the node's own network
-namespace -- is found here from the node's recorded paths, so a run killed before its teardown is
-swept by the next run (`sweep_stale`).
+containerd's roots, the pods' network namespaces, the node's cgroup subtree (named like its
+network namespace) and the network namespace itself -- is found here from the node's recorded
+paths, so a run killed before its teardown is swept by the next run (`sweep_stale`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 
 STATE_ROOT = Path("/run/checkpoint-testenv")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-KUBEPODS = "kubepods"
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 CNI_CACHE = Path("/var/lib/cni/results")
 
@@ -66,12 +65,12 @@ def remove_leftovers(record: NodeRecord, pod_netns: list[Path] | None = None) ->
     `pod_netns`: the pods' network namespace files containerd still had (unmounted and removed).
     """
     _kill_shims(record.containerd_socket)
-    _kill_cgroup_processes()
+    _kill_cgroup_processes(record.netns)
     _unmount_under([Path(record.workdir), Path(record.state), *(pod_netns or [])])
     for path in pod_netns or []:
         with contextlib.suppress(OSError):
             path.unlink()
-    _remove_cgroups()
+    _remove_cgroups(record.netns)
     _remove_links(Path(record.workdir))
     for cached in CNI_CACHE.glob(f"{record.cni_network}-*"):
         cached.unlink(missing_ok=True)
@@ -79,6 +78,22 @@ def remove_leftovers(record: NodeRecord, pod_netns: list[Path] | None = None) ->
     if Path("/run/netns", record.netns).exists():
         subprocess.run(["ip", "netns", "delete", record.netns], capture_output=True, check=False)
     shutil.rmtree(record.state, ignore_errors=True)
+
+
+def leftovers(record: NodeRecord) -> list[str]:
+    """What of a node is still there (empty after a complete teardown)."""
+    found: list[str] = []
+    if Path("/run/netns", record.netns).exists():
+        found.append(f"network namespace {record.netns}")
+    roots = [Path(record.workdir).resolve(), Path(record.state).resolve()]
+    found += [
+        f"mount {point}"
+        for point in _mount_points()
+        if any(point == root or root in point.parents for root in roots)
+    ]
+    found += [f"cgroup {folder}" for folder in _cgroup_dirs(record.netns)]
+    found += [f"shim {pid}" for pid in _shims(record.containerd_socket)]
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -91,8 +106,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _kill_shims(socket: str) -> None:
-    """SIGKILL the containerd shims serving this node's containerd (found by its socket)."""
+def _shims(socket: str) -> list[int]:
+    """PIDs of the containerd shims serving the containerd at `socket`."""
+    pids: list[int] = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -101,24 +117,49 @@ def _kill_shims(socket: str) -> None:
         except OSError:
             continue
         if argv and argv[0].endswith(b"containerd-shim-runc-v2") and socket.encode() in argv:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(proc.name), signal.SIGKILL)
+            pids.append(int(proc.name))
+    return pids
 
 
-def _kubepods_dirs() -> list[Path]:
-    """Every kubepods cgroup folder, deepest first."""
+def _kill_shims(socket: str) -> None:
+    """SIGKILL the containerd shims serving this node's containerd (found by its socket)."""
+    for pid in _shims(socket):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def make_cgroup_root(name: str) -> str:
+    """Create the node's cgroup subtree `/<name>` in every hierarchy; its path for kubelet.
+
+    A new cpuset cgroup starts with no CPUs and no memory nodes: it gets its parent's.
+    """
+    for hierarchy in _hierarchies():
+        folder = hierarchy / name
+        folder.mkdir(exist_ok=True)
+        for knob in ("cpuset.cpus", "cpuset.mems"):
+            if (hierarchy / knob).exists() and not (folder / knob).read_text().strip():
+                (folder / knob).write_text((hierarchy / knob).read_text())
+    return f"/{name}"
+
+
+def _hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies (v1 controllers and the v2 mount beside them)."""
+    return [path for path in CGROUP_ROOT.iterdir() if (path / "cgroup.procs").exists()]
+
+
+def _cgroup_dirs(name: str) -> list[Path]:
+    """Every folder of the node's cgroup subtree, deepest first."""
     found: list[Path] = []
-    for hierarchy in CGROUP_ROOT.iterdir():
-        top = hierarchy / KUBEPODS
+    for hierarchy in _hierarchies():
+        top = hierarchy / name
         if top.is_dir():
             found.extend(Path(path) for path, _, _ in os.walk(top))
-            found.append(top)
     return sorted(set(found), key=lambda path: len(path.parts), reverse=True)
 
 
-def _kill_cgroup_processes() -> None:
-    """SIGKILL the pod processes still in the node's kubepods cgroups (the shims are gone)."""
-    for folder in _kubepods_dirs():
+def _kill_cgroup_processes(name: str) -> None:
+    """SIGKILL the pod processes still in the node's cgroups (the shims are gone)."""
+    for folder in _cgroup_dirs(name):
         try:
             pids = (folder / "cgroup.procs").read_text().split()
         except OSError:
@@ -128,9 +169,9 @@ def _kill_cgroup_processes() -> None:
                 os.kill(int(pid), signal.SIGKILL)
 
 
-def _remove_cgroups() -> None:
+def _remove_cgroups(name: str) -> None:
     deadline = time.monotonic() + 10.0
-    for folder in _kubepods_dirs():
+    for folder in _cgroup_dirs(name):
         while True:
             try:
                 folder.rmdir()

@@ -68,6 +68,8 @@ class NodeCluster:
         self.containerd: Containerd | None = None
         self._processes: list[ManagedProcess] = []
         self._record: cleanup.NodeRecord | None = None
+        # What teardown could not remove (filled by stop(); empty when it removed everything).
+        self.left_behind: list[str] = []
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -106,8 +108,11 @@ class NodeCluster:
         if self.plane is not None:
             self.plane.stop()
         cleanup.remove_leftovers(self._record, pod_netns)
+        self.left_behind = cleanup.leftovers(self._record)
         self._record = None
         self.times.teardown = time.monotonic() - begun
+        if self.left_behind:
+            self.progress(f"teardown left behind: {', '.join(self.left_behind)}")
         self.progress(f"node torn down in {self.times.teardown:.1f} s")
 
     # ---- clients ---------------------------------------------------------------------------
@@ -117,6 +122,13 @@ class NodeCluster:
         if self.plane is None:
             raise RuntimeError("node not started")
         return self.plane
+
+    @property
+    def record(self) -> cleanup.NodeRecord:
+        """What a teardown (this one, or a later run's sweep) needs to remove the node."""
+        if self._record is None:
+            raise RuntimeError("node not started")
+        return self._record
 
     def logs(self) -> dict[str, Path]:
         """Each node process's log file."""
@@ -170,7 +182,13 @@ class NodeCluster:
 
         self.progress("starting kubelet; waiting for the node to be Ready")
         begun = time.monotonic()
-        document = kubelet.config(self.workdir, ns.node_ip, plane.ca_file, self.containerd.endpoint)
+        document = kubelet.config(
+            self.workdir,
+            ns.node_ip,
+            plane.ca_file,
+            self.containerd.endpoint,
+            cleanup.make_cgroup_root(self.name),
+        )
         process = kubelet.process(
             ns, self.node_bin, self.workdir, NODE_NAME, node_kubeconfig, document
         )

@@ -14,8 +14,8 @@ from checkpoint_testenv.processes import ManagedProcess
 def controller_manager(
     netns: NetNamespace, bin_dir: Path, workdir: Path, kubeconfig: Path, pki: Path
 ) -> ManagedProcess:
-    """Controllers (Deployments, ReplicaSets, endpoints, ServiceAccounts, the root CA ConfigMap,
-    garbage collection); it signs ServiceAccount tokens' key material nothing else needs."""
+    """Controllers: Deployments and ReplicaSets, endpoints, ServiceAccounts and their tokens' root
+    CA ConfigMap, garbage collection."""
     argv = [
         str(bin_dir / "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",

@@ -6,6 +6,7 @@ which print the archive's path as their last stdout line and cache what they bui
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from checkpoint_testenv.binaries import REPO_ROOT, BinariesMissing
 
 NODE_PINS = REPO_ROOT / "scripts" / "testenv" / "node-versions.env"
 APP_IMAGE_SCRIPT = REPO_ROOT / "scripts" / "image" / "build.sh"
+APP_IMAGE_ENV = "CHECKPOINT_TESTENV_APP_IMAGE"  # an archive to use instead of building one
 PAUSE_ARCHIVE = "pause.tar"
 
 
@@ -26,7 +28,12 @@ def pause_image() -> str:
 
 
 def app_image_archive() -> Path:
-    """Build (or find cached) the project's image; the archive's path."""
+    """Build (or find cached) the project's image, or take $CHECKPOINT_TESTENV_APP_IMAGE."""
+    configured = os.environ.get(APP_IMAGE_ENV)
+    if configured:
+        if not Path(configured).is_file():
+            raise BinariesMissing(f"${APP_IMAGE_ENV}={configured} is not a file")
+        return Path(configured)
     if not APP_IMAGE_SCRIPT.is_file():
         raise BinariesMissing(f"{APP_IMAGE_SCRIPT} not found: the project's image cannot be built")
     # stderr is left to the terminal: a cold image build takes minutes and reports progress.

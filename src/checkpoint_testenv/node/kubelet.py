@@ -20,14 +20,17 @@ CLUSTER_DOMAIN = "cluster.local"
 
 
 def config(
-    workdir: Path, node_ip: str, client_ca: Path, runtime_endpoint: str
+    workdir: Path, node_ip: str, client_ca: Path, runtime_endpoint: str, cgroup_root: str
 ) -> dict[str, object]:
-    """The KubeletConfiguration document."""
+    """The KubeletConfiguration document; pods' cgroups go under `cgroup_root`."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
+        # The node's own cgroup subtree (made by cleanup.make_cgroup_root): its kubepods never
+        # mix with another node's, and teardown removes exactly this subtree.
+        "cgroupRoot": cgroup_root,
         "failSwapOn": False,
         # Root here lacks CAP_SYS_RESOURCE: a negative OOM score for kubelet itself fails.
         "oomScoreAdj": 0,

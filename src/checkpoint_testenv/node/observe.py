@@ -1,4 +1,7 @@
-"""Observing a release on the test node: its pods, Lease, shards, logs and metrics."""
+"""Observing a release on the test node: its pods, Lease, shards, logs and metrics.
+
+Shared by the node tests and the demo; everything is read through the API server as admin.
+"""
 
 from __future__ import annotations
 
@@ -39,8 +42,9 @@ def selector(release: Release) -> str:
     return f"app.kubernetes.io/instance={release.name},app.kubernetes.io/name=checkpoint-runtime"
 
 
-def runtime_pods(release: Release) -> list[client.V1Pod]:
+def runtime_pods(release: Release) -> list[Any]:
     """The release's runtime pods (not the helm test pod), not being deleted."""
+    listed: Any
     with release.plane.admin_api() as api:
         listed = client.CoreV1Api(api).list_namespaced_pod(
             release.namespace, label_selector=selector(release)
@@ -53,7 +57,7 @@ def runtime_pods(release: Release) -> list[client.V1Pod]:
     ]
 
 
-def ready(pod: client.V1Pod) -> bool:
+def ready(pod: Any) -> bool:
     conditions = pod.status.conditions or []
     return pod.status.phase == "Running" and any(
         c.type == "Ready" and c.status == "True" for c in conditions
@@ -61,6 +65,7 @@ def ready(pod: client.V1Pod) -> bool:
 
 
 def lease_holder(release: Release) -> str:
+    lease: Any
     with release.plane.admin_api() as api:
         lease = client.CoordinationV1Api(api).read_namespaced_lease(
             release.lease_name, release.coordination_namespace
@@ -75,6 +80,7 @@ def holder_pod(holder: str) -> str:
 
 def shard_writers(release: Release) -> dict[str, str]:
     """Shard ConfigMap name -> the writer stamped on it."""
+    listed: Any
     with release.plane.admin_api() as api:
         listed = client.CoreV1Api(api).list_namespaced_config_map(release.coordination_namespace)
     return {
@@ -112,7 +118,7 @@ class LogFollower:
 
     def _follow(self) -> None:
         with self._release.plane.admin_api() as api:
-            stream = client.CoreV1Api(api).read_namespaced_pod_log(
+            stream: Any = client.CoreV1Api(api).read_namespaced_pod_log(
                 self._pod,
                 self._release.namespace,
                 container=self._container,

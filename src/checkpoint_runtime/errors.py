@@ -135,6 +135,23 @@ class LegacyConflictError(CheckpointError):
         self.detail = detail
 
 
+class PackageDataError(CheckpointError):
+    """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
+
+
+class MissingExtraError(CheckpointError):
+    """A subcommand or URL scheme needs an optional extra that is not installed."""
+
+    def __init__(self, extra: str, needed_for: str, module: str) -> None:
+        super().__init__(
+            f"{needed_for} needs the {extra!r} extra (module {module!r} is not installed): "
+            f"pip install 'checkpoint-runtime[{extra}]'"
+        )
+        self.extra = extra
+        self.needed_for = needed_for
+        self.module = module
+
+
 __all__ = [
     "ApiRefusedError",
     "CheckpointError",
@@ -147,7 +164,9 @@ __all__ = [
     "KeyGrammarError",
     "LegacyConflictError",
     "LegacyFormatError",
+    "MissingExtraError",
     "OversizeError",
+    "PackageDataError",
     "UnencodableTextError",
     "WriteUncertainError",
 ]

@@ -41,16 +41,21 @@ def locate_node() -> Path:
 def _locate(env: str, script: Path, required: tuple[str, ...]) -> Path:
     configured = os.environ.get(env)
     folder = Path(configured) if configured else _run_build_script(script, env)
-    missing = [name for name in required if not os.access(folder / name, _mode(name))]
-    if missing:
+    # Image archives are read, everything else is run.
+    archives = [name for name in required if name.endswith(".tar")]
+    programs = [name for name in required if name not in archives]
+    problems = [
+        f"{', '.join(names)} not {what}"
+        for names, what in (
+            ([n for n in programs if not os.access(folder / n, os.X_OK)], "executable"),
+            ([n for n in archives if not os.access(folder / n, os.R_OK)], "readable"),
+        )
+        if names
+    ]
+    if problems:
         source = f"${env}" if configured else str(script)
-        raise BinariesMissing(f"{', '.join(missing)} not usable in {folder} (from {source})")
+        raise BinariesMissing(f"{'; '.join(problems)} in {folder} (from {source})")
     return folder
-
-
-def _mode(name: str) -> int:
-    """Image archives are read, everything else is run."""
-    return os.R_OK if name.endswith(".tar") else os.X_OK
 
 
 def _run_build_script(script: Path, env: str) -> Path:

@@ -117,3 +117,15 @@ def test_a_machine_without_the_packages_is_told_how_to_install_them(
     message = str(failure.value)
     assert "command 'containerd' not found (Debian package containerd)" in message
     assert preflight.INSTALL_COMMAND in message
+
+
+def test_locate_node_refuses_a_folder_without_the_pause_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in binaries.NODE_REQUIRED:
+        if not name.endswith(".tar"):
+            (tmp_path / name).write_text("#!/bin/sh\n")
+            (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv(binaries.NODE_BIN_ENV, str(tmp_path))
+    with pytest.raises(binaries.BinariesMissing, match="pause.tar not readable"):
+        binaries.locate_node()

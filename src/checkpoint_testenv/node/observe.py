@@ -158,3 +158,51 @@ class LogFollower:
             for entry in self.entries()
             if entry.get("collector") == "flowlogs" and isinstance(entry.get("record"), dict)
         ]
+
+
+class ReleaseLogs:
+    """Follows the runtime container of every pod of a release, including replacement pods."""
+
+    def __init__(self, release: Release) -> None:
+        self.release = release
+        self.followers: dict[str, LogFollower] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Start following pods that appeared since (a follower reads a log from its start)."""
+        for pod in runtime_pods(self.release):
+            name = pod.metadata.name
+            if name not in self.followers and pod.status.phase == "Running":
+                self.followers[name] = LogFollower(self.release, name)
+
+    def flow_numbers(self, pod: str) -> list[int]:
+        return self.followers[pod].flow_numbers() if pod in self.followers else []
+
+
+def describe(plane: ControlPlane, namespace: str, log_lines: int = 15) -> str:
+    """Pods, their containers' states and last log lines, and the events of `namespace`: what
+    a failed `helm install --wait` needs to explain itself."""
+    out: list[str] = []
+    pods: Any
+    events: Any
+    with plane.admin_api() as api:
+        core = client.CoreV1Api(api)
+        pods = core.list_namespaced_pod(namespace)
+        for pod in pods.items:
+            out.append(f"pod {pod.metadata.name}: {pod.status.phase}")
+            for status in pod.status.container_statuses or []:
+                state = status.state.to_dict() if status.state else {}
+                current = {k: v for k, v in state.items() if v}
+                out.append(f"  {status.name}: ready={status.ready} restarts={status.restart_count}")
+                out.append(f"    {current}")
+                try:
+                    log = core.read_namespaced_pod_log(
+                        pod.metadata.name, namespace, container=status.name, tail_lines=log_lines
+                    )
+                except client.ApiException as error:
+                    log = f"(no log: {error.reason})"
+                out.extend(f"    | {line}" for line in str(log).splitlines())
+        events = core.list_namespaced_event(namespace)
+    for event in events.items:
+        out.append(f"event {event.involved_object.name}: {event.reason}: {event.message}")
+    return "\n".join(out)

@@ -127,5 +127,5 @@ def test_locate_node_refuses_a_folder_without_the_pause_image(
             (tmp_path / name).write_text("#!/bin/sh\n")
             (tmp_path / name).chmod(0o755)
     monkeypatch.setenv(binaries.NODE_BIN_ENV, str(tmp_path))
-    with pytest.raises(binaries.BinariesMissing, match="pause.tar not readable"):
+    with pytest.raises(binaries.BinariesMissing, match=r"pause\.tar not readable"):
         binaries.locate_node()

@@ -139,7 +139,7 @@ printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %
 touch "$out/complete"
 log "built $name in ${seconds}s: $((unpacked / 1000000)) MB unpacked ($archive)"
 
-# Keep the two newest archives; each is a few hundred MB.
+# Keep the three newest archives (checkouts share the cache); each is about 300 MB.
 find "$cache" -mindepth 1 -maxdepth 1 -type d -name '????????????????' -printf '%T@ %p\n' |
-  sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -rf
+  sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
 echo "$archive"

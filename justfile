@@ -10,19 +10,22 @@ chart := "charts/checkpoint-runtime"
 # list the recipes
 [group('help')]
 default:
-    @just --list
+    @"{{ just_executable() }}" --justfile "{{ justfile() }}" --list
 
 # create .venv and install the package with its dev tools (idempotent)
 [group('setup')]
 setup:
     #!/usr/bin/env bash
     set -euo pipefail
-    [[ -x {{ py }} ]] || python3 -m venv {{ venv }}
+    [[ -x {{ py }} ]] || python3.11 -m venv {{ venv }}
     stamp={{ venv }}/.installed
     want=$(sha256sum pyproject.toml | cut -d' ' -f1)
     if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-      {{ bin }}/pip install --quiet --disable-pip-version-check -e '.[dev]'
+      echo "setup: installing checkpoint-runtime (editable) with the gate and dev tools into" \
+        "{{ venv }}; pip downloads ~60 packages, a few minutes the first time" >&2
+      {{ bin }}/pip install --disable-pip-version-check -e '.[dev]'
       echo "$want" > "$stamp"
+      echo "setup: done" >&2
     fi
 
 # install the pinned Debian packages the image build and the test node need (idempotent)
@@ -30,10 +33,10 @@ setup:
 system:
     scripts/system/install-debian.sh
 
-# build kube-apiserver, etcd and helm from the pinned Go modules into the cache (idempotent)
+# build kube-apiserver, etcd and helm from the pinned Go modules into the cache (idempotent; the first build takes ~20 min)
 [group('setup')]
 testenv-build:
-    scripts/testenv/build.sh
+    scripts/testenv/build.sh >&2
 
 # the full gate: setup, lint, types, formatting, generated files, policy unit tests, all tests
 [group('check')]
@@ -88,15 +91,26 @@ image:
 test *ARGS: setup testenv-build
     {{ bin }}/pytest {{ ARGS }}
 
-# render the chart with the defaults (or -f FILE / --set ...) through the helm CLI
+# render the chart with the defaults (or -f FILE / --set ...) through the helm CLI; only YAML goes to stdout
 [group('render')]
-render *ARGS: testenv-build
-    "$(scripts/testenv/build.sh 2>/dev/null | tail -1)/helm" template checkpoint-runtime {{ chart }} {{ ARGS }}
+[positional-arguments]
+render *ARGS:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    helm="$(scripts/testenv/build.sh | tail -1)/helm"
+    cd "{{ invocation_directory() }}"
+    "$helm" template checkpoint-runtime "{{ justfile_directory() / chart }}" "$@"
 
 # run the render gate on values files: render, validate, evaluate policies (e.g. just gate -f my-values.yaml)
 [group('render')]
+[positional-arguments]
 gate *ARGS: setup
-    {{ bin }}/checkpoint-runtime gate {{ ARGS }}
+    cd "{{ invocation_directory() }}" && "{{ bin }}/checkpoint-runtime" gate "$@"
+
+# build the wheel into dist/; the last line printed is that folder
+[group('build')]
+dist: setup
+    scripts/dist.sh
 
 # benchmark: values documents per second through render + schema + policy, SDK vs CLI
 [group('bench')]

@@ -21,7 +21,8 @@ import yaml
 from checkpoint_runtime.gate.engine import Mode
 from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_runtime.gate.pipeline import Gate
-from checkpoint_runtime.gate.render import CliRenderer, SdkRenderer, find_helm
+from checkpoint_runtime.gate.render import CliRenderer, SdkRenderer
+from checkpoint_testenv import binaries
 
 
 def documents() -> list[dict[str, Any]]:
@@ -60,7 +61,7 @@ def main() -> None:
     docs = documents()
 
     sdk_gate = Gate()  # in-process SDK renderer
-    cli_gate = Gate(CliRenderer(CHART_DIR, find_helm()))
+    cli_gate = Gate(CliRenderer(CHART_DIR, binaries.locate() / "helm"))
     sdk = SdkRenderer(CHART_DIR)
     for gate in (sdk_gate, cli_gate):  # warm caches (schema validators, first render)
         gate.run({})

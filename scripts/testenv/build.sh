@@ -16,7 +16,11 @@ want=$(cat "$here/versions.env" "$here/go.mod" "$here/go.sum" "$here/build.sh" |
 # One build at a time: a second caller waits, then finds the stamp.
 mkdir -p "$root"
 exec 9>"$root/.lock"
-flock 9
+if ! flock --nonblock 9; then
+  echo "testenv: another build holds $root/.lock; waiting for it (a first build takes ~20 min)" >&2
+  flock 9
+  echo "testenv: the other build finished" >&2
+fi
 
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]] \
   && [[ -x $out/kube-apiserver && -x $out/etcd && -x $out/helm ]]; then
@@ -25,10 +29,12 @@ if [[ -f $stamp && $(cat "$stamp") == "$want" ]] \
   exit 0
 fi
 
-command -v go >/dev/null || { echo "testenv: go is not installed" >&2; exit 1; }
+command -v go >/dev/null || { echo "testenv: go is not installed (Go 1.26 or newer)" >&2; exit 1; }
 mkdir -p "$out"
 rm -f "$stamp"
 start=$(date +%s)
+echo "testenv: building into $out; the first build compiles Kubernetes and takes ~20 min on" \
+  "2 cores (later builds reuse Go's build cache)" >&2
 
 # kube-apiserver and etcd: built inside our module, which pins k8s.io/kubernetes and replaces each
 # staging module with its published version (go.mod explains why).

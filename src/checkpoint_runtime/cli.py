@@ -1,35 +1,157 @@
-"""`checkpoint-runtime` command line: one subcommand per module, registered in COMMANDS."""
+"""checkpoint-runtime: the collector runtime, the tools for its checkpoint store, and the render
+gate for the Helm chart. `checkpoint-runtime COMMAND --help` describes each command."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, NoReturn
 
-# name -> module exposing `register(subparsers) -> None`; the module sets `func` on its parser,
-# a callable taking the parsed namespace and returning the exit code.
-COMMANDS: dict[str, str] = {
-    "gate": "checkpoint_runtime.gate.cli",
-    "run": "checkpoint_runtime.runtime.process",
-    "inspect": "checkpoint_runtime.storecli",
-    "project": "checkpoint_runtime.storecli",
-    "migrate": "checkpoint_runtime.storecli",
+from checkpoint_runtime.errors import CheckpointError, MissingExtraError
+
+PROG = "checkpoint-runtime"
+DISTRIBUTION = "checkpoint-runtime"
+TRACEBACK_ENV = "CHECKPOINT_RUNTIME_TRACEBACK"
+EXIT_NAMED_ERROR = 2
+EXIT_UNEXPECTED = 3
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: the module whose `register(subparsers)` adds its parser (imported only when
+    the command runs), its one-line help, and the extra its imports need, if any."""
+
+    module: str
+    help: str
+    extra: str | None = None
+
+
+# The extra that provides each third-party module a command may import; a missing one is
+# reported as `pip install 'checkpoint-runtime[extra]'` instead of an import traceback.
+EXTRA_MODULES: dict[str, frozenset[str]] = {
+    "gate": frozenset({"regopy", "helm_python", "kubernetes_validate", "yaml"}),
 }
 
+COMMANDS: dict[str, Command] = {
+    "run": Command(
+        "checkpoint_runtime.runtime.process",
+        "run the collectors with checkpoints in the configured store",
+    ),
+    "inspect": Command(
+        "checkpoint_runtime.storecli", "per-shard sizes, ratio and headroom (never writes)"
+    ),
+    "project": Command(
+        "checkpoint_runtime.storecli",
+        "project every shard's size from a config; non-zero if one cannot fit",
+    ),
+    "migrate": Command(
+        "checkpoint_runtime.storecli",
+        "show or resolve the migration from the legacy single-ConfigMap checkpoint",
+    ),
+    "gate": Command(
+        "checkpoint_runtime.gate.cli",
+        "render the chart with your values and run the policy gate",
+        extra="gate",
+    ),
+}
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="checkpoint-runtime", description=__doc__)
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    for module_name in dict.fromkeys(COMMANDS.values()):
-        importlib.import_module(module_name).register(subparsers)
+EPILOG = f"""\
+exit status:
+  0  success
+  1  the gate denied the values, or `run` ended its lifecycle on an error
+  2  invalid input or configuration, printed as `error: <ErrorName>: <message>`
+  3  an unexpected internal error, printed on one line; set {TRACEBACK_ENV}=1 to also
+     print its traceback
+"""
+
+
+class VersionAction(argparse.Action):
+    """`--version`, reading the installed distribution's metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version(DISTRIBUTION)
+        except PackageNotFoundError:
+            text = "unknown (not installed)"
+        print(f"{PROG} {text}")
+        parser.exit()
+
+
+def top_parser() -> argparse.ArgumentParser:
+    """Names and one-line help of every command, importing none of them."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=VersionAction)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        subparsers.add_parser(name, help=command.help, add_help=False)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def load_command(name: str) -> ModuleType:
+    """Import the module of command `name`; a missing extra becomes MissingExtraError."""
+    command = COMMANDS[name]
+    try:
+        return importlib.import_module(command.module)
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if command.extra and missing in EXTRA_MODULES[command.extra]:
+            raise MissingExtraError(
+                "", f"`{PROG} {name}` (module {missing!r})", command.extra
+            ) from None
+        raise
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The full parser of one command (its module registers it)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    load_command(name).register(subparsers)
+    return parser
+
+
+def dispatch(argv: list[str]) -> int:
+    top, _ = top_parser().parse_known_args(argv)
+    args = command_parser(top.command).parse_args(argv)
     code: int = args.func(args)
     return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console entry point: never a traceback unless ${TRACEBACK_ENV} asks for one."""
+    try:
+        return dispatch(list(sys.argv[1:] if argv is None else argv))
+    except CheckpointError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_NAMED_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:
+        if os.environ.get(TRACEBACK_ENV):
+            traceback.print_exc()
+        hint = "" if os.environ.get(TRACEBACK_ENV) else f" (set {TRACEBACK_ENV}=1 for details)"
+        message = " ".join(str(error).split())  # one line, whatever the exception says
+        print(f"error: unexpected {type(error).__name__}: {message}{hint}", file=sys.stderr)
+        return EXIT_UNEXPECTED
 
 
 if __name__ == "__main__":

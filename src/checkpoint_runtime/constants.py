@@ -38,6 +38,9 @@ ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"
 DEFAULT_DEADLINE_SECONDS: Final = 30.0
 DEFAULT_DEBOUNCE_SECONDS: Final = 1.0
 DEFAULT_MAX_SEEN_KEYS: Final = 5000
+# §2: a persist of several dirty shards sends this many writes at once at most (they are API
+# calls, I/O bound; one shard's writes are always serialised).
+PERSIST_CONCURRENCY: Final = 4
 
 # §7: client-go leader election defaults.
 LEASE_DURATION_SECONDS: Final = 15.0
@@ -83,7 +86,6 @@ DEFAULT_FILE_STORE_PATH: Final = "/tmp/checkpoints"
 DEFAULT_STORE_NAME: Final = "checkpoint-runtime"
 LEADER_HEALTH_TOLERANCE_SECONDS: Final = 20.0
 RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
-SCHEMA_DIR_ENV: Final = "CHECKPOINT_RUNTIME_SCHEMAS"
 
 # §6 (store helper): the startup projection encodes at most this many seen rows per shard and
 # scales linearly beyond (compressed size grows linearly in rows); the representative workload

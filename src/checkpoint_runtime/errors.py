@@ -135,6 +135,25 @@ class LegacyConflictError(CheckpointError):
         self.detail = detail
 
 
+class MissingExtraError(ConfigError):
+    """A config or a command needs an optional part of the package (an extra) not installed."""
+
+    def __init__(self, path: str, feature: str, extra: str) -> None:
+        super().__init__(
+            path,
+            f"{feature} needs the {extra!r} extra, which is not installed here: "
+            f"pip install 'checkpoint-runtime[{extra}]'",
+        )
+        if not path:  # a command, not a config key, needs it: no key path to name
+            self.args = (self.message,)
+        self.feature = feature
+        self.extra = extra
+
+
+class PackageDataError(CheckpointError):
+    """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
+
+
 __all__ = [
     "ApiRefusedError",
     "CheckpointError",
@@ -147,7 +166,9 @@ __all__ = [
     "KeyGrammarError",
     "LegacyConflictError",
     "LegacyFormatError",
+    "MissingExtraError",
     "OversizeError",
+    "PackageDataError",
     "UnencodableTextError",
     "WriteUncertainError",
 ]

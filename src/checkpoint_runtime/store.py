@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from checkpoint_runtime import codec
@@ -29,6 +30,7 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DEBOUNCE_SECONDS,
+    PERSIST_CONCURRENCY,
     SHARD_FORMAT,
 )
 from checkpoint_runtime.coordination import Stamp, check_not_fenced
@@ -36,6 +38,7 @@ from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ConflictError,
     CorruptShardError,
+    DeadlineExceeded,
     OversizeError,
     UnencodableTextError,
     WriteUncertainError,
@@ -92,7 +95,8 @@ class Store:
         self._clock = clock
         self._shards: dict[str, ShardState] = {}
         self._lock = threading.RLock()
-        self._persist_lock = threading.Lock()
+        self._write_locks: dict[str, threading.Lock] = {}
+        """Per shard: writes to one shard are serialised, writes to different shards are not."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -267,17 +271,47 @@ class Store:
         self.flush()
 
     def _persist(self, keys: Iterable[str], deadline: Deadline) -> None:
-        with self._persist_lock:
-            started = time.perf_counter()
-            errors: list[Exception] = []
-            for key in sorted(keys):
+        """Persist `keys` under one shared deadline: different shards concurrently (a small
+        pool; the writes are I/O), every failure collected into one ExceptionGroup."""
+        ordered = sorted(set(keys))
+        started = time.perf_counter()
+        errors: list[Exception] = []
+        if len(ordered) <= 1:
+            for key in ordered:
                 try:
-                    self._persist_one(key, deadline)
-                except Exception as error:  # every shard is attempted; failures are collected
+                    self._persist_locked(key, deadline)
+                except Exception as failure:
+                    errors.append(failure)
+        else:
+            workers = min(PERSIST_CONCURRENCY, len(ordered))
+            with ThreadPoolExecutor(workers, thread_name_prefix="checkpoint-persist") as pool:
+                futures = [pool.submit(self._persist_locked, key, deadline) for key in ordered]
+            for future in futures:  # every shard is attempted; failures are collected
+                error = future.exception()
+                if isinstance(error, Exception):
                     errors.append(error)
-            self.metrics.persist_seconds.observe(time.perf_counter() - started)
+                elif error is not None:
+                    raise error
+        self.metrics.persist_seconds.observe(time.perf_counter() - started)
         if errors:
             raise ExceptionGroup(f"{len(errors)} shard(s) failed to persist", errors)
+
+    def _write_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._write_locks.setdefault(key, threading.Lock())
+
+    def _persist_locked(self, key: str, deadline: Deadline) -> None:
+        """Persist one shard holding its own write lock (waiting at most until the deadline)."""
+        lock = self._write_lock(key)
+        if not lock.acquire(timeout=max(deadline.remaining(), 0.0)):
+            raise DeadlineExceeded(
+                f"deadline of {deadline.seconds:g} s exceeded waiting for shard {key!r}'s "
+                "previous write"
+            )
+        try:
+            self._persist_one(key, deadline)
+        finally:
+            lock.release()
 
     def _persist_one(self, key: str, deadline: Deadline) -> None:
         with self._lock:

@@ -10,7 +10,8 @@ import pytest
 from checkpoint_runtime.gate.engine import PolicyEngine
 from checkpoint_runtime.gate.paths import CHART_DIR
 from checkpoint_runtime.gate.pipeline import Gate
-from checkpoint_runtime.gate.render import CliRenderer, KubernetesValidator, SdkRenderer, find_helm
+from checkpoint_runtime.gate.render import CliRenderer, KubernetesValidator, SdkRenderer
+from checkpoint_testenv import binaries
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +21,7 @@ def sdk() -> SdkRenderer:
 
 @pytest.fixture(scope="session")
 def helm() -> Path:
-    return find_helm()
+    return binaries.locate() / "helm"
 
 
 @pytest.fixture(scope="session")

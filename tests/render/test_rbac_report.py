@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from checkpoint_runtime.gate.paths import PROJECT_ROOT
 from checkpoint_runtime.gate.report import (
     PURPOSES,
     REPORT_PATH,
@@ -13,6 +12,7 @@ from checkpoint_runtime.gate.report import (
     rendered_roles,
     write_rbac_report,
 )
+from checkpoint_testenv.binaries import REPO_ROOT as PROJECT_ROOT
 
 
 def test_committed_report_is_current() -> None:

@@ -1,10 +1,10 @@
-"""Where the gate finds the chart and the policies in a checkout (src layout, editable install)."""
+"""The chart, the policies and the example values documents the gate uses by default: the
+copies the package ships (see checkpoint_runtime.resources)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from checkpoint_runtime.resources import CHART, EXAMPLE_VALUES, POLICY, data_dir
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-CHART_DIR = PROJECT_ROOT / "charts" / "checkpoint-runtime"
-POLICY_DIR = PROJECT_ROOT / "policy"
-CI_VALUES_DIR = PROJECT_ROOT / "ci"
+CHART_DIR = data_dir(CHART)
+POLICY_DIR = data_dir(POLICY)
+CI_VALUES_DIR = data_dir(EXAMPLE_VALUES)

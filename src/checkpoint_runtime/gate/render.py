@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,9 +24,9 @@ import jsonschema
 import yaml
 from helm_python import Chart, parse_set_string
 
-from checkpoint_runtime.gate.paths import PROJECT_ROOT
-
 Json = dict[str, Any]
+
+HELM_ENV = "CHECKPOINT_HELM"
 
 DEFAULT_RELEASE = "cr"
 DEFAULT_NAMESPACE = "default"
@@ -135,20 +136,14 @@ def parse_helm_template(output: str) -> list[Manifest]:
 
 
 def find_helm() -> Path:
-    """The pinned helm binary: $CHECKPOINT_HELM, else the test environment's build (cached)."""
-    explicit = os.environ.get("CHECKPOINT_HELM")
+    """The helm binary for the CLI renderer: $CHECKPOINT_HELM, else `helm` on PATH."""
+    explicit = os.environ.get(HELM_ENV)
     if explicit:
         return Path(explicit)
-    return _built_helm()
-
-
-@cache
-def _built_helm() -> Path:
-    script = PROJECT_ROOT / "scripts" / "testenv" / "build.sh"
-    completed = subprocess.run(
-        [str(script)], check=True, capture_output=True, text=True, cwd=PROJECT_ROOT
-    )
-    return Path(completed.stdout.strip().splitlines()[-1]) / "helm"
+    found = shutil.which("helm")
+    if found is None:
+        raise RenderError(f"no helm binary: pass --helm FILE, set ${HELM_ENV}, or put helm on PATH")
+    return Path(found)
 
 
 class CliRenderer:

@@ -9,7 +9,6 @@ the file store with no collectors.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -31,11 +30,11 @@ from checkpoint_runtime.constants import (
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
     RUNTIME_CONFIG_SCHEMA,
-    SCHEMA_DIR_ENV,
 )
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.keys import collector_namespace
 from checkpoint_runtime.leaderelection import ElectionTimings
+from checkpoint_runtime.resources import schema_file
 
 EMBEDDED_DEFAULT: dict[str, Any] = {
     "store": {"backend": "file", "path": DEFAULT_FILE_STORE_PATH},
@@ -79,10 +78,8 @@ class RuntimeSettings:
 
 
 def schema_path() -> Path:
-    """schemas/ beside the source tree, or the folder named by $CHECKPOINT_RUNTIME_SCHEMAS."""
-    configured = os.environ.get(SCHEMA_DIR_ENV)
-    folder = Path(configured) if configured else Path(__file__).resolve().parents[3] / "schemas"
-    return folder / RUNTIME_CONFIG_SCHEMA
+    """The runtime-config schema the package ships."""
+    return schema_file(RUNTIME_CONFIG_SCHEMA)
 
 
 @cache

@@ -1,0 +1,165 @@
+"""The `checkpoint-runtime` shell: lazy subcommands, --version, and no traceback ever."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import types
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_runtime import cli
+from checkpoint_runtime.errors import ConfigError
+
+HEAVY = ("kubernetes", "regopy", "helm_python", "kubernetes_validate", "fsspec", "jsonschema")
+
+
+def fake_command(monkeypatch: pytest.MonkeyPatch, action: Any, extra: str | None = None) -> None:
+    """Register `boom`, whose module runs `action` (raising or returning an exit code)."""
+
+    def register(subparsers: Any) -> None:
+        parser = subparsers.add_parser("boom")
+        parser.set_defaults(func=lambda args: action())
+
+    module = types.ModuleType("fake_boom_command")
+    module.register = register  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_boom_command", module)
+    monkeypatch.setitem(cli.COMMANDS, "boom", cli.Command("fake_boom_command", "boom", extra))
+
+
+def test_top_level_help_imports_no_subcommand_and_no_heavy_dependency() -> None:
+    code = (
+        "import sys\n"
+        "from checkpoint_runtime import cli\n"
+        "try:\n"
+        "    cli.main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"heavy = {HEAVY!r}\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
+        "loaded += sorted(m for m in sys.modules if m.startswith('checkpoint_runtime.gate'))\n"
+        "print('LOADED', loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert "usage: checkpoint-runtime" in result.stdout
+    assert "LOADED []" in result.stdout
+
+
+def test_every_command_is_listed_in_the_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for name, command in cli.COMMANDS.items():
+        assert f"{name}" in out
+        assert command.help.split()[0] in out
+    assert cli.TRACEBACK_ENV in out
+
+
+def test_version_prints_the_installed_distribution_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"checkpoint-runtime {version('checkpoint-runtime')}\n"
+
+
+def test_a_named_error_prints_one_line_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail() -> int:
+        raise ConfigError("store.path", "is not a folder")
+
+    fake_command(monkeypatch, fail)
+    assert cli.main(["boom"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "error: ConfigError: store.path: is not a folder\n"
+    assert captured.out == ""
+
+
+def test_an_unexpected_error_prints_one_named_line_and_exits_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail() -> int:
+        raise ZeroDivisionError("division\n  by zero")
+
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    fake_command(monkeypatch, fail)
+    assert cli.main(["boom"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("error: unexpected ZeroDivisionError: division by zero")
+    assert cli.TRACEBACK_ENV in err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1
+
+
+def test_the_traceback_env_var_adds_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail() -> int:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setenv(cli.TRACEBACK_ENV, "1")
+    fake_command(monkeypatch, fail)
+    assert cli.main(["boom"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.rstrip().endswith("error: unexpected ZeroDivisionError: division by zero")
+
+
+def module_importing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, missing: str, extra_modules: set[str]
+) -> None:
+    """Command `boom` (extra `gate`) whose module imports the uninstalled module `missing`."""
+    (tmp_path / "fake_gate_command.py").write_text(f"import {missing}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli.EXTRA_MODULES, "gate", frozenset(extra_modules))
+    monkeypatch.setitem(cli.COMMANDS, "boom", cli.Command("fake_gate_command", "boom", "gate"))
+
+
+def test_a_missing_extra_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module_importing(monkeypatch, tmp_path, "cr_absent_gate_dep", {"cr_absent_gate_dep"})
+    assert cli.main(["boom", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: MissingExtraError: `checkpoint-runtime boom` (module 'cr_absent_gate_dep') needs"
+        " the 'gate' extra, which is not installed here: pip install 'checkpoint-runtime[gate]'\n"
+    )
+
+
+def test_a_missing_module_outside_the_extra_is_not_blamed_on_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module_importing(monkeypatch, tmp_path, "cr_absent_other", {"cr_absent_gate_dep"})
+    assert cli.main(["boom"]) == 3
+    assert capsys.readouterr().err.startswith("error: unexpected ModuleNotFoundError")
+
+
+def test_the_exit_code_of_the_command_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_command(monkeypatch, lambda: 1)
+    assert cli.main(["boom"]) == 1
+
+
+def test_usage_errors_stay_argparse_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["no-such-command"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(cli.COMMANDS))
+def test_each_command_module_registers_the_command_it_is_listed_for(name: str) -> None:
+    parser = cli.command_parser(name)
+    subparsers = next(
+        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    assert name in subparsers.choices

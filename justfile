@@ -38,9 +38,14 @@ system:
 testenv-build:
     scripts/testenv/build.sh >&2
 
-# the full gate: setup, lint, types, formatting, generated files, policy unit tests, all tests
+# build opa and conftest from the pinned Go modules into the cache (idempotent; the first build takes ~10 min)
+[group('setup')]
+policy-tools-build:
+    scripts/testenv/build-policy-tools.sh >&2
+
+# the full gate: setup, lint, types, formatting, generated files, the policies under OPA, all tests
 [group('check')]
-check: setup testenv-build lint typecheck fmt-check gen-check policy-test test
+check: setup testenv-build policy-tools-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]
@@ -62,7 +67,8 @@ fmt-check: setup
 # regenerate generated files, then fail if that changed anything
 [group('check')]
 gen-check: gen
-    git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md
+    git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md \
+      policy/fixtures_test.rego src/checkpoint_runtime/gate/policy.wasm
 
 # format Python and this justfile
 [group('fmt')]
@@ -71,15 +77,22 @@ fmt: setup
     {{ bin }}/ruff check --fix src tests scripts
     {{ bin }}/just --fmt --unstable
 
-# regenerate values.schema.json, docs/rbac.md and the README values table from their sources
+# regenerate values.schema.json, docs/rbac.md, the README values table, the Rego fixtures and policy.wasm
 [group('gen')]
-gen: setup
+gen: setup policy-tools-build
     {{ py }} scripts/gen.py
 
-# run the Rego unit tests (policy/*_test.rego) in-process with regopy
-[group('test')]
-policy-test: setup
-    {{ py }} -m checkpoint_runtime.gate.regotest policy
+# the policies under OPA: opa fmt and opa check --strict clean, unit tests by conftest verify, every non-test line covered
+[group('check')]
+policy-check: setup policy-tools-build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    tools=$(scripts/testenv/build-policy-tools.sh | tail -1)
+    rego=(policy src/checkpoint_runtime/gate/entrypoint.rego)
+    "$tools/opa" fmt --list --fail "${rego[@]}"
+    "$tools/opa" check --strict "${rego[@]}"
+    "$tools/conftest" verify --no-color --policy policy
+    "$tools/opa" test --coverage policy | {{ py }} scripts/policy_coverage.py
 
 # build the container image offline (Debian packages + a wheelhouse + buildah); prints the archive path last
 [group('build')]

@@ -1,8 +1,8 @@
 """Every benchmark (`just bench`): writes docs/benchmarks.md and its PNG plots.
 
-Runs the codec, persist and store benchmarks in this process (one real control plane shared by
-persist and store_ops), then scripts/bench/render.py and scripts/bench/store.py if they exist
-(as subprocesses, their printed tables captured), and judges each issue-6 target.
+Runs the codec, persist, store and scale benchmarks in this process (one real control plane
+shared by persist, store_ops and scale), then scripts/bench/render.py and scripts/bench/store.py if
+they exist (as subprocesses, their printed tables captured), and judges each target.
 
     .venv/bin/python scripts/bench/all.py [--quick] [--out DIR] [--no-external]
 """
@@ -35,9 +35,14 @@ import matplotlib.pyplot as plt  # the Agg backend is chosen before pyplot loads
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 EXTERNAL = ("render", "store")
-CODEC_BYTES_TARGET = 0.75
-CODEC_DECODE_TARGET = 2.0
-PERSIST_TARGET = 1.5
+CODEC_BYTES_TARGET = {"old-design": 0.62, "uuid": 0.70}
+CODEC_DECODE_TARGET = 1.0
+ONE_ROW_TARGET = 1.2  # persist after 1 changed row / raw PUT of the same blob, p50
+HUNDRED_ROWS_TARGET = (1.5, 3.0)  # after 100 changed rows: p50, p90
+ROUND_TARGET_SECONDS = 1.5  # a saturated round of 50 dirty shards
+ROUND_TARGET_RATIO = 1.3  # ... against the same raw PUTs at the same concurrency
+OPEN_TARGET_SECONDS = 1.5  # open 100 shards x 5000 rows
+STALL_TARGET_MS = 100.0  # batch on B while A's write stalls
 RENDER_TARGET = 20.0
 
 
@@ -99,6 +104,7 @@ class Results:
     codec: Any
     persist: Any
     store_ops: Any
+    scale: Any
     externals: list[External] = field(default_factory=list)
     quick: bool = False
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -124,11 +130,13 @@ def collect(plane: Any | None = None, quick: bool = False, external: bool = True
     with control_plane(plane) as live:
         persist_report = load("persist").run(live, quick=quick)
         store_report = load("store_ops").run(live, quick=quick)
+        scale_report = load("scale").run(live, quick=quick)
     externals = [run_external(name, quick) for name in EXTERNAL] if external else []
     return Results(
         codec=codec_report,
         persist=persist_report,
         store_ops=store_report,
+        scale=scale_report,
         externals=externals,
         quick=quick,
         started=started,
@@ -200,7 +208,13 @@ def machine_info(results: Results) -> list[tuple[str, str]]:
             "packages",
             ", ".join(
                 f"{name} {_version(name)}"
-                for name in ("checkpoint-runtime", "kubernetes", "urllib3", "matplotlib")
+                for name in (
+                    "checkpoint-runtime",
+                    "deflate",
+                    "kubernetes",
+                    "urllib3",
+                    "matplotlib",
+                )
             ),
         ),
         (
@@ -242,64 +256,105 @@ def _render_ratio(externals: list[External]) -> float | None:
     return None
 
 
+def _verdict(ratio: float, target: float) -> str:
+    return "met" if ratio <= target else f"missed by {ratio / target - 1:.0%}"
+
+
 def targets(results: Results) -> list[Target]:
-    codec, persist = results.codec, results.persist
+    codec, scale = results.codec, results.scale
     found = []
     for shape, point in codec.at_5000.items():
-        bytes_ok = point.ratio <= CODEC_BYTES_TARGET
+        wanted_bytes = CODEC_BYTES_TARGET.get(shape, min(CODEC_BYTES_TARGET.values()))
+        bytes_ok = point.ratio <= wanted_bytes
         decode_ok = point.decode_ratio <= CODEC_DECODE_TARGET
-        gap = point.bytes["envelope"] / point.bound_bytes
         why = (
             f"bytes {point.bytes['envelope']:,} vs baseline {point.bytes['baseline']:,} "
-            f"({'met' if bytes_ok else f'missed: {point.ratio / CODEC_BYTES_TARGET:.2f}x over'})"
-            f"; {gap:.2f}x the entropy bound ({point.bound_bytes:,.0f} B). "
-            f"Decode {point.decode_ms['envelope']:.1f} ms vs {point.decode_ms['baseline']:.1f} ms"
+            f"({_verdict(point.ratio, wanted_bytes)}); decode "
+            f"{point.decode_ms['envelope']:.1f} ms vs {point.decode_ms['baseline']:.1f} ms "
+            f"({_verdict(point.decode_ratio, CODEC_DECODE_TARGET)})"
         )
+        if not bytes_ok:
+            why += (
+                ". Bytes: the run layout stores shared prefixes once per run, not per entry "
+                "as front coding did, and libdeflate level 6 replaces zlib 9; level 12 would "
+                "meet it at many times the full-encode time"
+            )
         if not decode_ok:
             why += (
-                f" - missed: {point.decode_ratio:.2f}x against {CODEC_DECODE_TARGET:g}x "
-                f"({point.decode_ratio / CODEC_DECODE_TARGET:.2f}x over). The baseline decode "
-                "is two C calls (inflate, json.loads); the envelope adds a Python-level loop "
-                "per row for each front-coded column (ids and values), base64 re-encoding of "
-                "every id, and the bulk fail-closed checks"
+                ". Decode: inflate, json.loads, one C-level map per run, and for base64 ids "
+                "one C call per id to re-encode it; the baseline is inflate and json.loads "
+                "alone, over more bytes"
             )
         found.append(
             Target(
                 f"codec, {shape} workload ({point.seen_rows} rows)",
-                f"bytes <= {CODEC_BYTES_TARGET}x baseline, decode <= {CODEC_DECODE_TARGET}x",
+                f"bytes <= {wanted_bytes}x baseline, decode <= {CODEC_DECODE_TARGET:g}x",
                 f"bytes {point.ratio:.3f}x, decode {point.decode_ratio:.2f}x",
                 bytes_ok and decode_ok,
                 why + ".",
             )
         )
-    for latency in persist.latency:
-        ratio = persist.overhead(latency.shape)
-        encode = latency.p("encode", 0.5)
-        store = latency.p("store", 0.5)
-        raw = latency.p("raw", 0.5)
-        why = (
-            f"p50 store {store:.1f} ms vs raw PUT {raw:.1f} ms (p99 "
-            f"{latency.p('store', 0.99):.1f} vs {latency.p('raw', 0.99):.1f}); "
-        )
-        if ratio <= PERSIST_TARGET:
-            why += "met."
+    for item in scale.changes:
+        p50, p90 = item.ratio(0.5), item.ratio(0.9)
+        if item.changed == 1:
+            wanted, met = f"<= {ONE_ROW_TARGET}x raw PUT (p50)", p50 <= ONE_ROW_TARGET
+            why = f"p50 {_verdict(p50, ONE_ROW_TARGET)}"
         else:
-            why += (
-                f"missed: {ratio:.2f}x against {PERSIST_TARGET:g}x "
-                f"({ratio / PERSIST_TARGET:.1f}x over). Encoding the whole shard "
-                f"(codec.encode_shard p50 {encode:.1f} ms, {encode / store:.0%} of the store's "
-                "time) is work the raw PUT does not do: every persist re-encodes all 5000 rows "
-                "(build the envelope, then gzip level 9). Without it the store's write path "
-                f"is {latency.without_encode() / raw:.2f}x the raw PUT (p50 of store minus "
-                "encode per iteration): the guarded PUT itself costs what a raw PUT costs."
-            )
+            target50, target90 = HUNDRED_ROWS_TARGET
+            wanted = f"<= {target50}x (p50), <= {target90:g}x (p90) raw PUT"
+            met = p50 <= target50 and p90 <= target90
+            why = f"p50 {_verdict(p50, target50)}, p90 {_verdict(p90, target90)}"
+        why += (
+            f"; {item.compactions} of {len(item.store_ms)} persists wrote a new base "
+            "(the delta passed the compaction bound): those carry a full encode"
+        )
         found.append(
             Target(
-                f"persist, {latency.shape} workload",
-                f"store persist <= {PERSIST_TARGET}x raw PUT (p50)",
-                f"{ratio:.2f}x (p99 {persist.overhead(latency.shape, 0.99):.2f}x)",
-                ratio <= PERSIST_TARGET,
-                why,
+                f"persist after {item.changed} changed row(s), {item.shape}",
+                wanted,
+                f"{p50:.2f}x p50, {p90:.2f}x p90",
+                met,
+                why + ".",
+            )
+        )
+    for rounds in scale.rounds:
+        seconds = sorted(rounds.store_s)[len(rounds.store_s) // 2]
+        ratio = rounds.ratio()
+        met = seconds <= ROUND_TARGET_SECONDS and ratio <= ROUND_TARGET_RATIO
+        found.append(
+            Target(
+                f"saturated round, {rounds.shards} dirty shards, {rounds.shape}",
+                f"<= {ROUND_TARGET_SECONDS:g} s and <= {ROUND_TARGET_RATIO:g}x the same raw PUTs",
+                f"{seconds:.2f} s, {ratio:.2f}x",
+                met,
+                f"time {_verdict(seconds, ROUND_TARGET_SECONDS)}, ratio "
+                f"{_verdict(ratio, ROUND_TARGET_RATIO)}; the API server and etcd share the "
+                "machine's 2 cores with the client.",
+            )
+        )
+    for opened in results.store_ops.opens:
+        if opened.rows_per_shard < 1000:
+            continue
+        found.append(
+            Target(
+                f"open {opened.shards} shards x {opened.rows_per_shard} rows, {opened.backend}",
+                f"<= {OPEN_TARGET_SECONDS:g} s",
+                f"{opened.median:.2f} s (median)",
+                opened.median <= OPEN_TARGET_SECONDS,
+                f"{_verdict(opened.median, OPEN_TARGET_SECONDS)}; {opened.stored_bytes:,} "
+                "stored bytes decoded (see the codec decode ratio).",
+            )
+        )
+    for stall in scale.stalls:
+        median = sorted(stall.batch_ms)[len(stall.batch_ms) // 2]
+        found.append(
+            Target(
+                f"batch on shard B while A's write stalls, {stall.backend}",
+                f"<= {STALL_TARGET_MS:g} ms",
+                f"{median:.1f} ms (median)",
+                median <= STALL_TARGET_MS,
+                f"{_verdict(median, STALL_TARGET_MS)}; shown by ordering in "
+                "tests/store/test_store_parallel.py, timed here.",
             )
         )
     render_ratio = _render_ratio(results.externals)
@@ -469,7 +524,7 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
         "|---|---|",
         *[f"| {key} | {value} |" for key, value in machine_info(results)],
         "",
-        "## Targets (issue 6)",
+        "## Targets",
         "",
         "| target | wanted | measured | verdict | why |",
         "|---|---|---|---|---|",
@@ -490,7 +545,9 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
     lines += _external_section(render) if render else ["Not run (`--no-external`).", ""]
     lines += ["## 4. Store (scripts/bench/store_ops.py)", ""]
     lines += [table.markdown() for table in results.store_ops.tables]
-    lines += ["## 5. Shard sizes of the §11 configurations (scripts/bench/store.py)", ""]
+    lines += ["## 5. Store performance at scale (scripts/bench/scale.py)", ""]
+    lines += [table.markdown() for table in results.scale.tables]
+    lines += ["## 6. Shard sizes of the measured configurations (scripts/bench/store.py)", ""]
     store = next((item for item in results.externals if item.name == "store"), None)
     lines += _external_section(store) if store else ["Not run (`--no-external`).", ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -515,7 +572,8 @@ def main(argv: Sequence[str] | None = None, plane: Any | None = None) -> int:
     for target in targets(results):
         verdict = {True: "met", False: "MISSED", None: "not evaluated"}[target.met]
         print(f"{verdict:>13}  {target.name}: {target.measured} (wanted {target.wanted})")
-    for table in results.codec.tables + results.persist.tables + results.store_ops.tables:
+    every = results.codec.tables + results.persist.tables + results.store_ops.tables
+    for table in every + results.scale.tables:
         print(table.markdown())
     for item in results.externals:
         print(f"--- {item.name}.py ({'exit ' + str(item.returncode) if item.ran else 'absent'})")

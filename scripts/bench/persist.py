@@ -546,10 +546,12 @@ def tables(report: PersistReport) -> list[Table]:
             for item in report.latency
         ],
         [
-            "store = Store.flush() after one set(): encode the whole shard (codec.encode_shard), "
-            "RV-guarded replace, bookkeeping. raw PUT = replace_namespaced_config_map of the same "
-            "blob and annotations (retries=0, same Python client). encode = codec.encode_shard "
-            "alone. The three alternate in one process, the order rotating per iteration.",
+            "store = Store.flush() after one set(): the stored base plus a delta of the rows "
+            "changed since (a new base past the compaction bound), RV-guarded replace, "
+            "bookkeeping. raw PUT = replace_namespaced_config_map of a whole-shard blob "
+            "(codec.encode_shard) and the store's annotations (retries=0, same Python client). "
+            "encode = codec.encode_shard alone: what a new base (compaction) costs. The three "
+            "alternate in one process, the order rotating per iteration.",
             "Overhead = store / raw PUT at the same percentile. (store - encode): per iteration, "
             "the store's time minus that iteration's encode alone - the guarded write path "
             "without the re-encode, against the raw PUT.",

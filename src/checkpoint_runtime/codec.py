@@ -1,49 +1,78 @@
-"""The `gzip-shards-v1` shard codec (SPEC §4): deterministic, bounded, fail-closed.
+"""The shard codec (SPEC §4): writes `gzip-shards-v2`, reads v2 and v1; deterministic, bounded,
+fail-closed.
 
-Envelope (JSON, schemas/shard-envelope.schema.json), gzipped with a fixed header:
+A v2 blob is a standard multi-member gzip stream (`gzip -dc` prints every member in order), one
+binaryData entry (schemas/shard-envelope-v2.schema.json):
 
-    {"format": "gzip-shards-v1", "shard": "<shard key>", "rows": N, "groups": [
-        {"kind": "<row kind>", "base64": 0 | 1 | 2,
-         "ids": {"prefix": [...], "suffix": [...]}, "values": {"prefix": [...], "suffix": [...]}}]}
+- a base member with every row, in a columnar layout that decodes at C speed:
 
-Rows are grouped by row kind and sorted by value, then id; ids and values are separate
-columns (similar strings side by side compress better), each front-coded against the previous
-entry (`prefix` = characters shared with it, `suffix` = the rest); a column whose entries share
-hardly more than one common prefix uses that prefix length throughout, which decodes in C.
-Ids that are canonical base64 of printable text may be stored decoded (group `base64`: 1
-unpadded, 2 padded, 0 as is), so gzip sees the object names instead of their base64 noise; the
-encoder does so only where it shrinks the id column enough to pay for re-encoding every id on
-decode. A row kind without ids is a group with the single id "".
+      {"format": "gzip-shards-v2", "member": "base", "shard": "<shard key>", "rows": N,
+       "groups": [{"kind": "<row kind>", "base64": 0 | 1 | 2,
+                   "ids": {"runs": [["<prefix>", count], ...], "lines": "<suffix>\\n<suffix>..."},
+                   "values": {...same...}}]}
 
-Measured against gzip of the sorted compact JSON map (scripts/bench/codec.py, 5000 rows):
-0.58x on the old design's shape (ids kept as base64), 0.73x on UUID object names (decoded).
+  Rows are grouped by row kind and sorted by value, then id; ids and values are separate
+  columns. A column is cut into runs of consecutive entries sharing their first K characters
+  (K chosen per column: the longest that keeps runs at 6 entries on average or more); each run
+  stores that prefix once, and the entries' remaining suffixes
+  are joined with line breaks (a column with a line break in an entry stores a list instead).
+  Decoding is a split and one `map` per run. Ids that are canonical base64 of printable text
+  may be stored decoded (`base64` 1 unpadded, 2 padded), where that pays for re-encoding them.
+- optionally delta members, each holding the rows changed since the base (set or deleted):
+
+      {"format": "gzip-shards-v2", "member": "delta", "shard": "<shard key>",
+       "base": <CRC-32 of the base member's data>, "rows": <row count after applying>,
+       "set": {"<row>": "<value>", ...}, "delete": ["<row>", ...]}
+
+  Rows are relative to the shard (`seen/<id>`, `cursor`). Members apply in order. The store
+  writes at most one delta (every change since the base); past a bound it writes a new base
+  (compaction).
+
+Equal rows give an equal base; equal rows and an equal base give an equal delta. Decoding
+refuses, with CorruptShardError naming the shard: bad or truncated gzip, anything but gzip
+members after the first, more than 128 MiB decoded across all members, an unknown format or
+member, any field outside the set above, a member for another shard, a delta for another base,
+a delta that deletes an absent row or holds a row of another shard, inconsistent counts.
 """
 
 from __future__ import annotations
 
 import binascii
+import itertools
 import json
-import struct
-import zlib
+import operator
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoint_runtime import codec_v1
+from checkpoint_runtime.codec_v1 import PADDED, PLAIN, UNPADDED
 from checkpoint_runtime.constants import (
-    BASE64_DECODED_MAX_FRACTION,
-    BASE64_TRIAL_ROWS,
-    GZIP_LEVEL,
     MAX_DECODED_ENVELOPE,
+    MEAN_RUN_ENTRIES,
     SHARD_FORMAT,
-    UNIFORM_PREFIX_SLACK,
+    SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
-from checkpoint_runtime.keys import namespace_kind
+from checkpoint_runtime.gzipmembers import gunzip_members, gzip_fast, member_crc
+from checkpoint_runtime.gzipmembers import gzip_fixed as gzip_fixed
+from checkpoint_runtime.keys import CollectorKind, namespace_kind, relative_row_problem
 
-# gzip member header: magic, deflate, no flags, mtime 0, "max compression", OS unknown.
-# Written by hand so equal input gives equal bytes on every platform.
-_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
-_PLAIN, _UNPADDED, _PADDED = 0, 1, 2
+BASE_FIELDS = frozenset({"format", "member", "shard", "rows", "groups"})
+DELTA_FIELDS = frozenset({"format", "member", "shard", "base", "rows", "set", "delete"})
+
+
+@dataclass(frozen=True)
+class Base:
+    """A shard's base member as stored: what a delta is written against."""
+
+    member: bytes
+    raw_bytes: int
+    """Bytes of the base envelope before gzip."""
+
+    @property
+    def crc(self) -> int:
+        return member_crc(self.member)
 
 
 @dataclass(frozen=True)
@@ -53,171 +82,86 @@ class EncodedShard:
     shard: str
     blob: bytes
     raw_bytes: int
-    """Bytes of the envelope before gzip."""
+    """Bytes of every member's envelope before gzip."""
     rows: int
+    base: Base
+    delta_bytes: int = 0
+    """Bytes of the delta member (0: the blob is a base alone)."""
 
     @property
     def compressed_bytes(self) -> int:
         return len(self.blob)
 
 
-def gzip_fixed(data: bytes) -> bytes:
-    """gzip with a fixed header: deterministic for equal input."""
-    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, 9)
-    body = compressor.compress(data) + compressor.flush()
-    trailer = struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
-    return _GZIP_HEADER + body + trailer
+@dataclass
+class DecodedShard:
+    """Rows of a stored blob, and what the store needs to write deltas against its base."""
+
+    format: str
+    rows: dict[str, str]
+    base: Base | None = None
+    """The base member (None for a v1 blob: it is rewritten whole at its next persist)."""
+    base_prior: dict[str, str | None] = field(default_factory=dict)
+    """For every row a delta changed: its value in the base (None: absent from the base)."""
 
 
-def gunzip_bounded(blob: bytes, limit: int, shard: str) -> bytes:
-    """Decompress one gzip member, refusing more than `limit` bytes of output (gzip bombs)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(blob, limit + 1)
-    except zlib.error as error:
-        raise CorruptShardError(shard, f"bad gzip data: {error}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise CorruptShardError(shard, f"decoded envelope exceeds {limit} bytes")
-    if not inflater.eof:
-        raise CorruptShardError(shard, "truncated gzip data")
-    if inflater.unused_data:
-        raise CorruptShardError(shard, "trailing bytes after the gzip member")
-    return out
+# -- encoding -------------------------------------------------------------------------------------
 
 
-def _shared_prefix(previous: str, current: str) -> int:
-    """Length of the common prefix, by binary search over C-speed slice comparisons."""
-    low, high = 0, min(len(previous), len(current))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if previous[:middle] == current[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+def _run_length(strings: list[str]) -> int:
+    """The longest prefix length K whose runs (consecutive entries sharing their first K
+    characters) hold MEAN_RUN_ENTRIES entries on average or more: longer prefixes remove more,
+    more runs cost more to store and to decode (measured on both workloads, where it picks the
+    smallest output). Runs(K) = 1 + #{i: shared(i-1, i) < K}, read off the sorted shares."""
+    shared = sorted(codec_v1.shared_prefixes(strings)[1:])
+    most_runs = max(1, len(strings) // MEAN_RUN_ENTRIES)
+    return shared[min(most_runs, len(shared)) - 1]
 
 
-def _ascii_shared_prefixes(strings: list[str]) -> list[int]:
-    """Shared-prefix lengths of ASCII strings: the first differing byte is found by XOR-ing the
-    two strings as big integers (C speed, about twice as fast as the binary search)."""
-    encoded = [text.encode("ascii") for text in strings]
-    from_bytes = int.from_bytes
-    lengths: list[int] = []
-    previous = b""
-    for current in encoded:
-        n = min(len(previous), len(current))
-        differing = from_bytes(previous[:n], "big") ^ from_bytes(current[:n], "big")
-        lengths.append(n - ((differing.bit_length() + 7) >> 3))
-        previous = current
-    return lengths
-
-
-def _front_code(strings: list[str]) -> dict[str, list[Any]]:
-    if all(map(str.isascii, strings)):
-        prefixes = _ascii_shared_prefixes(strings)
+def _run_column(strings: list[str]) -> dict[str, Any]:
+    k = _run_length(strings) if len(strings) > 1 else 0
+    runs: list[list[Any]] = []
+    if k == 0:
+        runs.append(["", len(strings)])
+        suffixes = strings
     else:
-        prefixes = list(map(_shared_prefix, ["", *strings[:-1]], strings))
-    if len(prefixes) > 2:
-        # Where entries share little beyond the column's common prefix (random names in time
-        # order), one uniform prefix length costs next to nothing in size and lets the decoder
-        # rebuild the column in C (see _front_decode).
-        common = min(prefixes[1:])
-        if sum(prefixes) - common * (len(prefixes) - 1) <= UNIFORM_PREFIX_SLACK * len(prefixes):
-            prefixes = [0] + [common] * (len(prefixes) - 1)
-    suffixes = [text[shared:] for text, shared in zip(strings, prefixes, strict=True)]
-    return {"prefix": prefixes, "suffix": suffixes}
+        heads = [text[:k] for text in strings]
+        for head, group in itertools.groupby(heads):
+            runs.append([head, sum(1 for _ in group)])
+        suffixes = list(map(operator.itemgetter(slice(k, None)), strings))
+    lines = "\n".join(suffixes)
+    if lines.count("\n") != len(suffixes) - 1:
+        return {"runs": runs, "lines": suffixes}
+    return {"runs": runs, "lines": lines}
 
 
-def _printable_base64(row_id: str) -> tuple[str, int] | None:
-    """The text `row_id` is canonical base64 of, and how it was padded, if it round-trips."""
-    if not row_id.isascii():
-        return None
-    try:
-        raw = binascii.a2b_base64(row_id + "=" * (-len(row_id) % 4), strict_mode=True)
-        text = raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    if not text.isprintable():
-        return None
-    encoded = binascii.b2a_base64(raw, newline=False).decode("ascii")
-    if encoded == row_id:
-        return text, _PADDED
-    if encoded.rstrip("=") == row_id:
-        return text, _UNPADDED
-    return None
-
-
-def _by_value_then_id(entry: list[str]) -> tuple[str, str]:
-    # Value order puts timestamps of one feed side by side: front coding then removes their
-    # shared date and hour (measured: better than id order on UUID names, equal on sequential).
-    return entry[1], entry[0]
-
-
-def _rows_by_kind(shard: str, rows: Mapping[str, str]) -> dict[str, list[list[str]]]:
-    """Row kind -> [[id, value], ...] with ids relative to the shard."""
-    head = shard + "/"
-    kinds: dict[str, list[list[str]]] = {}
-    for key, value in rows.items():
-        if not key.startswith(head):
-            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
-        row_kind, _, row_id = key[len(head) :].partition("/")
-        kinds.setdefault(row_kind, []).append([row_id, value])
-    return kinds
-
-
-def _trial_bytes(groups: Mapping[int, list[list[str]]]) -> int:
-    """An estimate (gzip level 6) of what the id columns of `groups` compress to."""
-    text = json.dumps([_front_code([entry[0] for entry in g]) for g in groups.values()])
-    return len(zlib.compress(text.encode("utf-8"), 6))
-
-
-def _split_by_encoding(entries: list[list[str]]) -> dict[int, list[list[str]]]:
-    """Entries by id encoding, ids that are canonical base64 of printable text decoded."""
-    split: dict[int, list[list[str]]] = {}
-    for row_id, value in entries:
-        decoded = _printable_base64(row_id) if row_id else None
-        if decoded is None:
-            split.setdefault(_PLAIN, []).append([row_id, value])
-        else:
-            split.setdefault(decoded[1], []).append([decoded[0], value])
-    for group in split.values():
-        group.sort(key=_by_value_then_id)
-    return split
-
-
-def _id_encodings(entries: list[list[str]]) -> dict[int, list[list[str]]]:
-    """Split one row kind by id encoding: decoded base64 only where it pays for its decode cost.
-
-    Decided on a deterministic sample (the first rows in value order), which is enough to tell
-    high-entropy names (decoding pays) from sequential ones (it does not) at a fraction of the cost.
-    """
-    ordered = sorted(entries, key=_by_value_then_id)
-    sample = ordered[:BASE64_TRIAL_ROWS]
-    sample_split = _split_by_encoding(sample)
-    if set(sample_split) == {_PLAIN}:
-        return {_PLAIN: ordered}
-    if _trial_bytes(sample_split) <= BASE64_DECODED_MAX_FRACTION * _trial_bytes({_PLAIN: sample}):
-        return _split_by_encoding(ordered)
-    return {_PLAIN: ordered}
+def _raw_size(rows: Mapping[str, str]) -> int:
+    return sum(map(len, rows)) + sum(map(len, rows.values()))
 
 
 def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
-    """The envelope JSON of `rows` (every key must lie in `shard`)."""
-    raw_size = sum(map(len, rows)) + sum(map(len, rows.values()))
+    """The base envelope JSON of `rows` (every key must lie in `shard`)."""
+    raw_size = _raw_size(rows)
     if raw_size > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, raw_size, MAX_DECODED_ENVELOPE, len(rows))
     groups = []
-    for row_kind, kind_entries in sorted(_rows_by_kind(shard, rows).items()):
-        for encoding, entries in sorted(_id_encodings(kind_entries).items()):
+    for row_kind, kind_entries in sorted(codec_v1.rows_by_kind(shard, rows).items()):
+        for encoding, entries in sorted(codec_v1.id_encodings(kind_entries).items()):
             groups.append(
                 {
                     "kind": row_kind,
                     "base64": encoding,
-                    "ids": _front_code([entry[0] for entry in entries]),
-                    "values": _front_code([entry[1] for entry in entries]),
+                    "ids": _run_column([entry[0] for entry in entries]),
+                    "values": _run_column([entry[1] for entry in entries]),
                 }
             )
-    envelope = {"format": SHARD_FORMAT, "shard": shard, "rows": len(rows), "groups": groups}
+    envelope = {
+        "format": SHARD_FORMAT,
+        "member": "base",
+        "shard": shard,
+        "rows": len(rows),
+        "groups": groups,
+    }
     text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(text) > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, len(text), MAX_DECODED_ENVELOPE, len(rows))
@@ -225,74 +169,161 @@ def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
 
 
 def encode_shard(shard: str, rows: Mapping[str, str]) -> EncodedShard:
-    """Encode a shard's rows into the stored blob."""
+    """A blob of one base member holding every row (a full encode: compaction, migration)."""
     envelope = encode_envelope(shard, rows)
-    return EncodedShard(shard, gzip_fixed(envelope), len(envelope), len(rows))
+    base = Base(gzip_fast(envelope), len(envelope))
+    return EncodedShard(shard, base.member, len(envelope), len(rows), base)
 
 
-def _only(items: list[Any], kind: type) -> bool:
-    return set(map(type, items)) <= {kind}
+def encode_delta(
+    shard: str, base: Base, changes: Mapping[str, str | None], rows: int
+) -> EncodedShard:
+    """`base` followed by one delta member of `changes` (None deletes), `rows` rows after them.
+
+    Without changes the blob is the base alone. Raises OversizeError if the members together
+    would decode past the bound (the caller then writes a new base instead)."""
+    if not changes:
+        return EncodedShard(shard, base.member, base.raw_bytes, rows, base)
+    head = shard + "/"
+    for key in changes:
+        if not key.startswith(head):
+            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
+    start = len(head)
+    delta = {
+        "format": SHARD_FORMAT,
+        "member": "delta",
+        "shard": shard,
+        "base": base.crc,
+        "rows": rows,
+        "set": {key[start:]: value for key, value in sorted(changes.items()) if value is not None},
+        "delete": sorted(key[start:] for key, value in changes.items() if value is None),
+    }
+    text = json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    raw_bytes = base.raw_bytes + len(text)
+    if raw_bytes > MAX_DECODED_ENVELOPE:
+        raise OversizeError(shard, raw_bytes, MAX_DECODED_ENVELOPE, rows)
+    member = gzip_fast(text)
+    return EncodedShard(shard, base.member + member, raw_bytes, rows, base, len(member))
 
 
-def _front_decode(shard: str, column: Any, name: str, budget: int) -> list[str]:
-    """Undo front coding; every check is a bulk (C-speed) operation over the whole column."""
-    if not isinstance(column, dict) or set(column) != {"prefix", "suffix"}:
-        raise CorruptShardError(shard, f"{name} must hold exactly prefix and suffix")
-    prefixes, suffixes = column["prefix"], column["suffix"]
-    if not (isinstance(prefixes, list) and isinstance(suffixes, list)):
-        raise CorruptShardError(shard, f"{name}: prefix and suffix must be lists")
-    if len(prefixes) != len(suffixes) or not prefixes:
-        raise CorruptShardError(shard, f"{name}: prefix and suffix differ in length or are empty")
-    if not _only(prefixes, int):
-        raise CorruptShardError(shard, f"{name}: prefix must be integers")
-    if min(prefixes) < 0:
-        raise CorruptShardError(shard, f"{name}: negative prefix length")
-    try:  # every character comes from a suffix: if they encode, every decoded row does
-        joined = "".join(suffixes)
-        joined.encode("utf-8")
-    except TypeError:
-        raise CorruptShardError(shard, f"{name}: suffix must be strings") from None
+# -- decoding -------------------------------------------------------------------------------------
+
+
+def _load(shard: str, data: bytes) -> dict[str, Any]:
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CorruptShardError(shard, f"envelope is not JSON: {error}") from None
+    except RecursionError:
+        raise CorruptShardError(shard, "envelope nests too deeply to be an envelope") from None
+    if not isinstance(document, dict):
+        raise CorruptShardError(shard, "envelope is not a JSON object")
+    return document
+
+
+def _check_text(shard: str, text: str, name: str) -> None:
+    try:
+        text.encode("utf-8")
     except UnicodeEncodeError:
         raise CorruptShardError(shard, f"{name}: a lone surrogate is not text") from None
-    expected = sum(prefixes) + len(joined)
-    if expected > budget:
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A checked run column, not yet built."""
+
+    prefixes: list[str]
+    counts: list[int]
+    suffixes: str | list[str]
+    """'\\n'-joined suffixes, or (when an entry holds a line break) a list of them."""
+    chars: int
+    """Characters its entries hold."""
+
+    @property
+    def entries(self) -> int:
+        return sum(self.counts)
+
+    def split(self) -> list[str]:
+        return self.suffixes.split("\n") if isinstance(self.suffixes, str) else self.suffixes
+
+
+def _column(shard: str, column: Any, name: str, budget: int) -> _Column:
+    """Check a run column in bulk before anything is built: shape, counts, text, size."""
+    if not isinstance(column, dict) or set(column) != {"runs", "lines"}:
+        raise CorruptShardError(shard, f"{name} must hold exactly runs and lines")
+    runs, lines = column["runs"], column["lines"]
+    if not isinstance(runs, list) or not runs:
+        raise CorruptShardError(shard, f"{name}: runs must be a non-empty list")
+    # Checked in bulk (C-level maps over the runs), not run by run.
+    if set(map(type, runs)) != {list} or set(map(len, runs)) != {2}:
+        raise CorruptShardError(shard, f"{name}: a run must be [prefix, count > 0]")
+    prefixes, counts = map(list, zip(*runs, strict=True))
+    if set(map(type, prefixes)) != {str} or set(map(type, counts)) != {int} or min(counts) < 1:
+        raise CorruptShardError(shard, f"{name}: a run must be [prefix, count > 0]")
+    if isinstance(lines, str):
+        text = lines
+        suffix_chars, entries = len(lines) - lines.count("\n"), lines.count("\n") + 1
+    elif isinstance(lines, list) and set(map(type, lines)) <= {str}:
+        text = "".join(lines)
+        suffix_chars, entries = len(text), len(lines)
+    else:
+        raise CorruptShardError(shard, f"{name}: lines must be a string or a list of strings")
+    if entries != sum(counts):
+        raise CorruptShardError(shard, f"{name}: runs count {sum(counts)}, lines {entries}")
+    chars = sum(map(operator.mul, map(len, prefixes), counts)) + suffix_chars
+    if chars > budget:
         raise CorruptShardError(shard, f"{name} expands beyond {MAX_DECODED_ENVELOPE} characters")
-    common = prefixes[1] if len(prefixes) > 1 else 0
-    if prefixes[0] == 0 < common and prefixes.count(common) == len(prefixes) - 1:
-        # Uniform prefix: every entry is the first entry's head plus its suffix.
-        if len(suffixes[0]) < common:
-            raise CorruptShardError(shard, f"{name}: a prefix is longer than the previous entry")
-        head = suffixes[0][:common]
-        return [suffixes[0], *map(head.__add__, suffixes[1:])]
+    _check_text(shard, "".join(prefixes), name)
+    _check_text(shard, text, name)
+    return _Column(prefixes, counts, lines, chars)
+
+
+def _build(column: _Column, head: str = "") -> list[str]:
+    """The column's entries, `head` prepended to each: one C-level map (or replace) per run."""
+    prefixes, suffixes = column.prefixes, column.suffixes
+    if isinstance(suffixes, str) and len(prefixes) == 1:
+        lead = head + prefixes[0]
+        return (lead + suffixes.replace("\n", "\n" + lead)).split("\n")
+    entries = column.split()
     strings: list[str] = []
-    append = strings.append
-    previous = ""
-    for prefix, suffix in zip(prefixes, suffixes, strict=True):
-        previous = previous[:prefix] + suffix
-        append(previous)
-    # Equal totals iff no prefix ran past the previous entry (slicing would have clipped it).
-    if sum(map(len, strings)) != expected:
-        raise CorruptShardError(shard, f"{name}: a prefix is longer than the previous entry")
+    start = 0
+    for prefix, count in zip(prefixes, column.counts, strict=True):
+        lead = head + prefix
+        chunk = entries[start : start + count]
+        strings += map(lead.__add__, chunk) if lead else chunk
+        start += count
     return strings
 
 
-def _encode_ids(ids: list[str], encoding: int) -> list[str]:
-    """Re-encode decoded ids to base64 in bulk: one C call per id, joins and splits in C.
-
-    Stored ids of a base64 group are printable, so they hold no line break; one that does
-    comes back as extra entries, which the caller detects by the count."""
-    if encoding == _PLAIN:
-        return ids
-    raw = "\n".join(ids).encode("utf-8").split(b"\n")  # stored ids are printable: no "\n"
-    lines = b"".join(map(binascii.b2a_base64, raw)).decode("ascii")
-    if encoding == _UNPADDED:
-        lines = lines.replace("=", "")
-    return lines.split("\n")[:-1]
+def _build_base64(column: _Column, encoding: int, head: str) -> list[str] | None:
+    """`head` + the base64 of each stored id, in bulk, or None if a stored id holds a line
+    break (no base64 id does). A run prefix is encoded once when its UTF-8 length is a multiple
+    of 3 (base64 of a concatenation is then the concatenation); the rest goes per id, one C
+    call each, and joins, replaces and splits put it together."""
+    suffixes = column.suffixes
+    if not isinstance(suffixes, str):
+        if any("\n" in entry for entry in suffixes):
+            return None
+        suffixes = "\n".join(suffixes)
+    entries = suffixes.encode("utf-8").split(b"\n")
+    pieces: list[str] = []
+    start = 0
+    for prefix, count in zip(column.prefixes, column.counts, strict=True):
+        raw = prefix.encode("utf-8")
+        cut = len(raw) - len(raw) % 3
+        lead = head + binascii.b2a_base64(raw[:cut], newline=False).decode("ascii")
+        chunk = entries[start : start + count]
+        start += count
+        encoded = b"".join(map(binascii.b2a_base64, map(raw[cut:].__add__, chunk)))
+        if encoding == UNPADDED:
+            encoded = encoded.replace(b"=", b"")
+        pieces.append(lead + encoded[:-1].decode("ascii").replace("\n", "\n" + lead))
+    return "\n".join(pieces).split("\n")
 
 
 def _decode_group(
     shard: str, row_kinds: Mapping[str, bool], group: Any, budget: int
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], int]:
     if not isinstance(group, dict) or set(group) != {"kind", "base64", "ids", "values"}:
         raise CorruptShardError(shard, "a group must hold exactly kind, base64, ids, values")
     row_kind, encoding = group["kind"], group["base64"]
@@ -301,62 +332,141 @@ def _decode_group(
         raise CorruptShardError(
             shard, f"{where}: not a row kind of this shard ({', '.join(sorted(row_kinds))})"
         )
-    if type(encoding) is not int or encoding not in (_PLAIN, _UNPADDED, _PADDED):
+    if type(encoding) is not int or encoding not in (PLAIN, UNPADDED, PADDED):
         raise CorruptShardError(shard, f"{where}: base64 must be 0, 1 or 2")
-    ids = _front_decode(shard, group["ids"], f"{where} ids", budget)
-    values = _front_decode(shard, group["values"], f"{where} values", budget)
-    if len(ids) != len(values):
+    values = _column(shard, group["values"], f"{where} values", budget)
+    ids = _column(shard, group["ids"], f"{where} ids", budget - values.chars)
+    if ids.entries != values.entries:
         raise CorruptShardError(shard, f"{where}: ids and values differ in length")
     head = f"{shard}/{row_kind}"
+    chars = values.chars + ids.chars + ids.entries * (len(head) + 1)
+    if chars > budget:
+        raise CorruptShardError(shard, f"{where} expands beyond {MAX_DECODED_ENVELOPE} characters")
     if not row_kinds[row_kind]:
-        if ids != [""] or encoding != _PLAIN:
+        if _build(ids) != [""] or encoding != PLAIN:
             raise CorruptShardError(shard, f"{where}: row kind takes no id, so one plain row")
-        return [head], values
-    if not all(ids):
+        return [head], _build(values), chars
+    head += "/"
+    if encoding == PLAIN:
+        keys = _build(ids, head)
+    else:  # base64 is 4/3 of the stored bytes: the result is bounded before it is checked
+        built = _build_base64(ids, encoding, head)
+        if built is None:
+            raise CorruptShardError(shard, f"{where}: a base64 id holds a line break")
+        keys = built
+        chars = values.chars + sum(map(len, keys))
+        if chars > budget:
+            raise CorruptShardError(
+                shard, f"{where} expands beyond {MAX_DECODED_ENVELOPE} characters"
+            )
+    if head in keys:
         raise CorruptShardError(shard, f"{where}: an id is empty")
-    encoded = _encode_ids(ids, encoding)
-    if len(encoded) != len(ids):
-        raise CorruptShardError(shard, f"{where}: a base64 id holds a line break")
-    return list(map((head + "/").__add__, encoded)), values
+    return keys, _build(values), chars
 
 
-def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
-    """Rows of an envelope, or a named error; the envelope must be for `shard`."""
+def _check_member(
+    shard: str, document: dict[str, Any], member: str, fields: frozenset[str]
+) -> None:
+    if document.get("format") != SHARD_FORMAT:
+        raise CorruptShardError(shard, f"unknown format {document.get('format')!r}")
+    if document.get("member") != member:
+        found = document.get("member")
+        raise CorruptShardError(shard, f"expected a {member} member, got {found!r}")
+    if document.get("shard") != shard:
+        raise CorruptShardError(shard, f"{member} member names shard {document.get('shard')!r}")
+    if set(document) != fields:
+        found = sorted(document)
+        raise CorruptShardError(shard, f"{member} member fields {found} are not the v2 set")
+    if type(document["rows"]) is not int or document["rows"] < 0:
+        raise CorruptShardError(shard, f"{member} member: rows must be a count")
+
+
+def _row_kinds(shard: str) -> CollectorKind:
     try:
-        envelope = json.loads(envelope_bytes)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise CorruptShardError(shard, f"envelope is not JSON: {error}") from None
-    except RecursionError:
-        raise CorruptShardError(shard, "envelope nests too deeply to be a v1 envelope") from None
-    if not isinstance(envelope, dict):
-        raise CorruptShardError(shard, "envelope is not a JSON object")
-    if envelope.get("format") != SHARD_FORMAT:
-        raise CorruptShardError(shard, f"unknown format {envelope.get('format')!r}")
-    if envelope.get("shard") != shard:
-        raise CorruptShardError(shard, f"envelope names shard {envelope.get('shard')!r}")
-    if set(envelope) != {"format", "shard", "rows", "groups"}:
-        raise CorruptShardError(shard, f"envelope fields {sorted(envelope)} are not the v1 set")
-    rows, groups = envelope["rows"], envelope["groups"]
-    if type(rows) is not int or rows < 0 or not isinstance(groups, list):
-        raise CorruptShardError(shard, "rows must be a count and groups a list")
-    try:
-        row_kinds = namespace_kind(shard).row_kinds
+        return namespace_kind(shard)
     except KeyGrammarError as error:
         raise CorruptShardError(shard, f"not a valid shard key: {error.reason}") from None
+
+
+def decode_base(shard: str, document: dict[str, Any]) -> dict[str, str]:
+    """Rows of a v2 base member (already parsed)."""
+    _check_member(shard, document, "base", BASE_FIELDS)
+    groups = document["groups"]
+    if not isinstance(groups, list):
+        raise CorruptShardError(shard, "groups must be a list")
+    row_kinds = _row_kinds(shard).row_kinds
     decoded: dict[str, str] = {}
     budget = MAX_DECODED_ENVELOPE
     for group in groups:
-        keys, values = _decode_group(shard, row_kinds, group, budget)
-        budget -= sum(map(len, keys)) + sum(map(len, values))
+        keys, values, chars = _decode_group(shard, row_kinds, group, budget)
+        budget -= chars
         decoded.update(zip(keys, values, strict=True))
-    if len(decoded) != rows:
-        raise CorruptShardError(shard, f"envelope says {rows} rows, holds {len(decoded)} distinct")
+    if len(decoded) != document["rows"]:
+        raise CorruptShardError(
+            shard, f"base says {document['rows']} rows, holds {len(decoded)} distinct"
+        )
     return decoded
 
 
+def apply_delta(
+    shard: str,
+    document: dict[str, Any],
+    base_crc: int,
+    rows: dict[str, str],
+    prior: dict[str, str | None],
+) -> None:
+    """Apply one parsed delta member to `rows` in place, recording each changed row's base value
+    in `prior`; refuses (before changing anything) a delta that does not fit."""
+    _check_member(shard, document, "delta", DELTA_FIELDS)
+    if type(document["base"]) is not int or document["base"] != base_crc:
+        raise CorruptShardError(shard, "delta member was written against another base")
+    changed, deleted = document["set"], document["delete"]
+    if not isinstance(changed, dict) or not isinstance(deleted, list):
+        raise CorruptShardError(shard, "delta: set must be an object and delete a list")
+    if not set(map(type, deleted)) <= {str} or not set(map(type, changed.values())) <= {str}:
+        raise CorruptShardError(shard, "delta: rows and values must be strings")
+    _check_text(shard, "".join(changed) + "".join(changed.values()) + "".join(deleted), "delta")
+    kind = _row_kinds(shard)
+    for row in itertools.chain(changed, deleted):
+        problem = relative_row_problem(kind, row)
+        if problem is not None:
+            raise CorruptShardError(shard, f"delta row {row!r}: {problem}")
+    if len(set(deleted)) != len(deleted) or not set(deleted).isdisjoint(changed):
+        raise CorruptShardError(shard, "delta deletes a row twice, or sets a row it deletes")
+    head = shard + "/"
+    for row in deleted:
+        if head + row not in rows:
+            raise CorruptShardError(shard, f"delta deletes row {row!r}, which is absent")
+    after = len(rows) - len(deleted) + sum(head + row not in rows for row in changed)
+    if after != document["rows"]:
+        raise CorruptShardError(shard, f"delta says {document['rows']} rows, gives {after}")
+    for row in deleted:
+        prior.setdefault(head + row, rows.pop(head + row))
+    for row, value in changed.items():
+        key = head + row
+        prior.setdefault(key, rows.get(key))
+        rows[key] = value
+
+
+def decode_stored(shard: str, blob: bytes) -> DecodedShard:
+    """Rows of a stored blob (v2 or v1) and its base, bounded and fail-closed."""
+    members = gunzip_members(blob, MAX_DECODED_ENVELOPE, shard)
+    first = _load(shard, members[0].data)
+    if first.get("format") == SHARD_FORMAT_V1:
+        if len(members) != 1:
+            raise CorruptShardError(shard, "trailing bytes after the gzip member")
+        return DecodedShard(SHARD_FORMAT_V1, codec_v1.decode_envelope(shard, members[0].data))
+    rows = decode_base(shard, first)
+    base = Base(blob[: members[0].end], len(members[0].data))
+    prior: dict[str, str | None] = {}
+    for member in members[1:]:
+        apply_delta(shard, _load(shard, member.data), base.crc, rows, prior)
+    return DecodedShard(SHARD_FORMAT, rows, base, prior)
+
+
 def decode_shard(shard: str, blob: bytes) -> dict[str, str]:
-    """Rows of a stored shard blob, bounded and fail-closed."""
-    return decode_envelope(shard, gunzip_bounded(blob, MAX_DECODED_ENVELOPE, shard))
+    """Rows of a stored shard blob (v2 or v1), bounded and fail-closed."""
+    return decode_stored(shard, blob).rows
 
 
 def baseline_encode(rows: Mapping[str, str]) -> bytes:
@@ -366,5 +476,6 @@ def baseline_encode(rows: Mapping[str, str]) -> bytes:
 
 
 def baseline_decode(blob: bytes) -> dict[str, str]:
-    rows: dict[str, str] = json.loads(gunzip_bounded(blob, MAX_DECODED_ENVELOPE, "<baseline>"))
+    members = gunzip_members(blob, MAX_DECODED_ENVELOPE, "<baseline>")
+    rows: dict[str, str] = json.loads(b"".join(member.data for member in members))
     return rows

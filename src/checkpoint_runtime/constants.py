@@ -9,8 +9,11 @@ CONFIGMAP_VALUE_LIMIT: Final = 1_048_576
 # §4: an envelope that decodes to more than this is rejected; the encoder refuses to make one.
 MAX_DECODED_ENVELOPE: Final = 128 * 1024 * 1024
 
-# §4: the shard format and its single binaryData entry.
-SHARD_FORMAT: Final = "gzip-shards-v1"
+# §4: the shard format written, every format ever written (all stay readable), and the single
+# binaryData entry.
+SHARD_FORMAT: Final = "gzip-shards-v2"
+SHARD_FORMAT_V1: Final = "gzip-shards-v1"
+SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT)
 SHARD_DATA_KEY: Final = "checkpoint.json.gz"
 
 # §8: the old release's single-ConfigMap format.
@@ -57,8 +60,18 @@ MAX_DNS_SUBDOMAIN: Final = 253
 # shard is durable; "sha256:" prefixes every digest the store records.
 DIGEST_PREFIX: Final = "sha256:"
 
-# §4: gzip effort; 9 is the smallest output and the encoder is not on a hot path.
+# §4: gzip effort of the v1 writer (zlib) and the baseline; 9 is zlib's smallest output.
 GZIP_LEVEL: Final = 9
+# §4: libdeflate level of the v2 writer (measured: smaller than zlib 9 at a small fraction of its
+# time; scripts/bench/codec.py).
+FAST_DEFLATE_LEVEL: Final = 6
+# §4: a v2 column is cut into runs sharing a prefix; the prefix length is the longest that keeps
+# this many entries a run on average (measured on both workloads: smallest output; fewer runs
+# decode faster, more runs remove more shared characters).
+MEAN_RUN_ENTRIES: Final = 6
+# §4: a shard's delta member may grow to this fraction of its base member (compressed bytes)
+# before the next persist writes a new base instead (compaction); a Store option.
+DEFAULT_COMPACTION_RATIO: Final = 0.5
 
 # §11: the old design's measured shard figures (total bytes, largest shard bytes) per configuration.
 OLD_DESIGN_FIGURES: Final = {

@@ -28,6 +28,7 @@ from checkpoint_runtime.constants import (
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITE_ID,
     CONFIGMAP_VALUE_LIMIT,
+    DEFAULT_COMPACTION_RATIO,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DEBOUNCE_SECONDS,
     PERSIST_CONCURRENCY,
@@ -62,10 +63,32 @@ class ShardState:
     dirty_since: float | None = None
     raw_bytes: int = 0
     compressed_bytes: int = 0
+    base: codec.Base | None = None
+    """The stored base member a delta can be written against (None: the next write is whole)."""
+    base_prior: dict[str, str | None] | None = None
+    """Every row changed since `base` was written, with its value in the base (None: absent)."""
+    inflight_prior: dict[str, str | None] | None = None
+    """While a new base is being written: rows changed since its snapshot, as `base_prior`."""
+
+    def note_change(self, key: str, old: str | None) -> None:
+        """Record the value a row had before its first change since the base (and since the
+        snapshot of a base being written)."""
+        if self.base_prior is not None and key not in self.base_prior:
+            self.base_prior[key] = old
+        if self.inflight_prior is not None and key not in self.inflight_prior:
+            self.inflight_prior[key] = old
 
     @property
     def dirty(self) -> bool:
         return self.generation != self.persisted_generation
+
+
+def _copy(state: ShardState) -> ShardState:
+    copied = {**state.__dict__, "rows": dict(state.rows)}
+    for name in ("base_prior", "inflight_prior"):
+        if copied[name] is not None:
+            copied[name] = dict(copied[name])
+    return ShardState(**copied)
 
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
@@ -86,8 +109,14 @@ class Store:
         debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
         metrics: StoreMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
     ) -> None:
+        if not compaction_ratio >= 0:
+            raise ValueError(f"compaction_ratio must be a number >= 0, got {compaction_ratio!r}")
         self.backend = backend
+        self.compaction_ratio = compaction_ratio
+        """A delta member may grow to this fraction of its base member (compressed) before the
+        next persist writes a new base instead; 0 writes every shard whole."""
         self.stamp = Stamp(epoch, writer)
         self.deadline_seconds = deadline_seconds
         self.debounce_seconds = debounce_seconds
@@ -112,6 +141,7 @@ class Store:
         metrics: StoreMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         migrate: bool = True,
+        compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
     ) -> Store:
         """Load every shard (fail closed, no write on any error), then migrate legacy state.
 
@@ -125,6 +155,7 @@ class Store:
             debounce_seconds=debounce_seconds,
             metrics=metrics,
             clock=clock,
+            compaction_ratio=compaction_ratio,
         )
         deadline = store.new_deadline()
         store.load(deadline)
@@ -150,13 +181,21 @@ class Store:
             self.metrics.shards.set(len(loaded))
 
     def _decode(self, stored: StoredShard) -> ShardState:
-        rows = codec.decode_shard(stored.shard, stored.blob)
+        decoded = codec.decode_stored(stored.shard, stored.blob)
         annotations = stored.annotations
         if annotations.get(ANNOTATION_SHARD_KEY) != stored.shard:
             raise CorruptShardError(stored.shard, "shard-key annotation disagrees with the object")
+        if annotations.get(ANNOTATION_FORMAT) != decoded.format:
+            raise CorruptShardError(
+                stored.shard,
+                f"format annotation {annotations.get(ANNOTATION_FORMAT)!r} disagrees with the "
+                f"blob's {decoded.format!r}",
+            )
         return ShardState(
             key=stored.shard,
-            rows=rows,
+            rows=decoded.rows,
+            base=decoded.base,
+            base_prior=decoded.base_prior if decoded.base is not None else None,
             version=stored.version,
             stamp=Stamp.from_annotations(stored.shard, annotations),
             legacy_digest=annotations.get(ANNOTATION_LEGACY_DIGEST),
@@ -217,11 +256,12 @@ class Store:
                 state = self._shards.get(owners[key])
                 if state is None:
                     state = self._shards[owners[key]] = ShardState(owners[key])
-                if value is None:
-                    if state.rows.pop(key, None) is None:
-                        continue
-                elif state.rows.get(key) == value:
+                old = state.rows.get(key)
+                if old == value:
                     continue
+                state.note_change(key, old)
+                if value is None:
+                    del state.rows[key]
                 else:
                     state.rows[key] = value
                 self._mark_dirty(state, now)
@@ -318,17 +358,17 @@ class Store:
             state = self._shards[key]
             if not state.dirty:
                 return
-            generation = state.generation
-            rows = dict(state.rows)
             version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
         check_not_fenced(key, self.stamp, stored_stamp)
-        encoded = codec.encode_shard(key, rows)
+        encoded, generation = self._encode(state)
         if encoded.compressed_bytes > CONFIGMAP_VALUE_LIMIT:
             self.metrics.oversize_rejections.labels(key).inc()
-            raise OversizeError(key, encoded.compressed_bytes, CONFIGMAP_VALUE_LIMIT, len(rows))
+            with self._lock:
+                state.inflight_prior = None
+            raise OversizeError(key, encoded.compressed_bytes, CONFIGMAP_VALUE_LIMIT, encoded.rows)
         write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest))
-        deadline.check(f"writing shard {key!r}")
         try:
+            deadline.check(f"writing shard {key!r}")
             if version is None:
                 result = self.backend.create_shard(write, deadline)
             else:
@@ -342,6 +382,9 @@ class Store:
         except OversizeError:
             self.metrics.oversize_rejections.labels(key).inc()
             raise
+        finally:
+            with self._lock:
+                prior, state.inflight_prior = state.inflight_prior, None
         if result.resolved_uncertain:
             self.metrics.uncertain_writes.labels(key).inc()
         self.metrics.writes.labels(key).inc()
@@ -350,9 +393,46 @@ class Store:
             state.stamp = self.stamp
             state.persisted_generation = max(state.persisted_generation, generation)
             state.raw_bytes, state.compressed_bytes = encoded.raw_bytes, encoded.compressed_bytes
+            if encoded.base is not state.base:
+                # A new base: later deltas hold the rows changed since its snapshot (unless the
+                # shard was replaced wholesale meanwhile: then the next write is whole again).
+                state.base = encoded.base if prior is not None else None
+                state.base_prior = prior
             if not state.dirty:
                 state.dirty_since = None
             self._observe(state, stored_rows=encoded.rows)
+
+    def _encode(self, state: ShardState) -> tuple[codec.EncodedShard, int]:
+        """The blob to write and the generation it holds: the stored base plus one delta of
+        every row changed since, or (first write, a v1 shard, or a delta past the compaction
+        bound or the size limit) a new base of every row."""
+        with self._lock:
+            generation, base, prior = state.generation, state.base, state.base_prior
+            rows = len(state.rows)
+            changes = None
+            if base is not None and prior is not None:
+                current = {row: state.rows.get(row) for row in prior}
+                changes = {row: value for row, value in current.items() if value != prior[row]}
+        if base is not None and changes is not None:
+            try:
+                delta = codec.encode_delta(state.key, base, changes, rows)
+            except OversizeError:
+                delta = None  # would decode past the bound: a new base instead
+            if (
+                delta is not None
+                and delta.delta_bytes <= self.compaction_ratio * len(base.member)
+                and delta.compressed_bytes <= CONFIGMAP_VALUE_LIMIT
+            ):
+                return delta, generation
+        with self._lock:
+            generation, snapshot = state.generation, dict(state.rows)
+            state.inflight_prior = {}
+        try:
+            return codec.encode_shard(state.key, snapshot), generation
+        except BaseException:
+            with self._lock:
+                state.inflight_prior = None
+            raise
 
     def _annotations(self, encoded: codec.EncodedShard, digest: str | None) -> dict[str, str]:
         annotations = {
@@ -379,10 +459,7 @@ class Store:
     def shard_states(self) -> dict[str, ShardState]:
         """A snapshot of every shard (copies; for inspect, migration and tests)."""
         with self._lock:
-            return {
-                key: ShardState(**{**state.__dict__, "rows": dict(state.rows)})
-                for key, state in self._shards.items()
-            }
+            return {key: _copy(state) for key, state in self._shards.items()}
 
     def install(self, key: str, rows: Mapping[str, str], legacy_digest: str | None) -> None:
         """Replace a shard's rows wholesale (migration) and mark it dirty."""
@@ -392,6 +469,7 @@ class Store:
         with self._lock:
             state = self._shards.setdefault(key, ShardState(key))
             state.rows = dict(rows)
+            state.base = state.base_prior = state.inflight_prior = None  # written whole next
             state.legacy_digest = legacy_digest
             self._mark_dirty(state, self._clock())
             self.metrics.shards.set(len(self._shards))

@@ -37,7 +37,7 @@ def bench_all() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def quick(bench_all: ModuleType, control_plane: Any) -> Any:
-    """codec, persist and store_ops once, --quick sizes, on the session's control plane."""
+    """codec, persist, store_ops and scale once, --quick sizes, on the session's control plane."""
     return bench_all.collect(control_plane, quick=True, external=False)
 
 
@@ -70,13 +70,15 @@ def test_codec_script_quick_prints_its_tables() -> None:
 def test_every_benchmark_quick_prints_well_formed_tables(
     quick: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for report in (quick.codec, quick.persist, quick.store_ops):
+    for report in (quick.codec, quick.persist, quick.store_ops, quick.scale):
         _assert_well_formed(report.tables)
         for table in report.tables:
             print(table.markdown())
     printed = capsys.readouterr().out
     assert "### Persist latency" in printed
     assert "### Store.open time" in printed
+    assert "### Saturated round" in printed
+    assert "### store.batch on shard B" in printed
     assert "| kube-apiserver |" in printed
 
 
@@ -97,8 +99,15 @@ def test_persist_observes_the_debounce_invariants(quick: Any) -> None:
 def test_all_writes_the_report_and_plots(bench_all: ModuleType, quick: Any, tmp_path: Path) -> None:
     document = bench_all.write(quick, tmp_path)
     text = document.read_text()
-    assert "## Targets (issue 6)" in text
-    for name in ("codec, uuid workload", "persist, uuid workload", "render gate"):
+    assert "## Targets" in text
+    for name in (
+        "codec, uuid workload",
+        "persist after 1 changed row(s), uuid",
+        "persist after 100 changed row(s), uuid",
+        "saturated round",
+        "batch on shard B while A's write stalls, kube-apiserver",
+        "render gate",
+    ):
         assert name in text
     for png in ("bench-codec-sweep.png", "bench-codec-time.png", "bench-persist.png"):
         assert (tmp_path / png).read_bytes().startswith(b"\x89PNG"), png

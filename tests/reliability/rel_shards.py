@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from checkpoint_runtime import codec
+from checkpoint_runtime import codec, codec_v1
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -25,8 +25,11 @@ from checkpoint_runtime.constants import (
     ANNOTATION_SHARD_KEY,
     MAX_DECODED_ENVELOPE,
     SHARD_DATA_KEY,
+    SHARD_FORMAT,
+    SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError
+from checkpoint_runtime.gzipmembers import gzip_fast
 from checkpoint_runtime.naming import shard_name
 from checkpoint_runtime.store import Store
 
@@ -42,7 +45,8 @@ LEASE = "cr-checkpoint-runtime"
 
 
 def envelope() -> dict[str, object]:
-    document: dict[str, object] = json.loads(codec.encode_envelope(FEED, ROWS))
+    """A v1 envelope: every format ever written stays readable, and fails closed."""
+    document: dict[str, object] = json.loads(codec_v1.encode_envelope(FEED, ROWS))
     return document
 
 
@@ -95,6 +99,22 @@ def _valid_blob() -> bytes:
     return codec.encode_shard(FEED, ROWS).blob
 
 
+def _with_delta(**fields: object) -> bytes:
+    """The valid v2 base followed by a delta member with `fields` changed."""
+    base = codec.encode_shard(FEED, ROWS).base
+    delta = {
+        "format": SHARD_FORMAT,
+        "member": "delta",
+        "shard": FEED,
+        "base": base.crc,
+        "rows": len(ROWS),
+        "set": {"cursor": "moved"},
+        "delete": [],
+        **fields,
+    }
+    return base.member + gzip_fast(json.dumps(delta).encode())
+
+
 def bad_shards() -> list[BadShard]:
     valid = _valid_blob()
     return [
@@ -108,7 +128,7 @@ def bad_shards() -> list[BadShard]:
         BadShard("not-json", codec.gzip_fixed(b"{not json"), {}, CorruptShardError, "not JSON"),
         BadShard(
             "unknown-format-version",
-            mutated(lambda d: _set(d, "format", "gzip-shards-v2")),
+            mutated(lambda d: _set(d, "format", "gzip-shards-v9")),
             {},
             CorruptShardError,
             "unknown format",
@@ -154,6 +174,41 @@ def bad_shards() -> list[BadShard]:
             {},
             CorruptShardError,
             "longer than the previous entry",
+        ),
+        BadShard(
+            "delta-for-another-shard",
+            _with_delta(shard="tn/objectstore/feed-b"),
+            {},
+            CorruptShardError,
+            "delta member names shard",
+        ),
+        BadShard(
+            "delta-for-another-base",
+            _with_delta(base=0),
+            {},
+            CorruptShardError,
+            "written against another base",
+        ),
+        BadShard(
+            "delta-deletes-an-absent-row",
+            _with_delta(set={}, delete=["seen/bm9uZQ"], rows=len(ROWS) - 1),
+            {},
+            CorruptShardError,
+            "absent",
+        ),
+        BadShard(
+            "delta-of-another-format",
+            _with_delta(format="gzip-shards-v9"),
+            {},
+            CorruptShardError,
+            "unknown format",
+        ),
+        BadShard(
+            "format-annotation-disagrees-with-the-blob",
+            None,
+            {ANNOTATION_FORMAT: SHARD_FORMAT_V1},
+            CorruptShardError,
+            "format annotation",
         ),
         BadShard(
             "annotation-unknown-format",

@@ -15,7 +15,15 @@ import pytest
 from checkpoint_runtime import cli
 from checkpoint_runtime.errors import ConfigError
 
-HEAVY = ("kubernetes", "regopy", "helm_python", "kubernetes_validate", "fsspec", "jsonschema")
+HEAVY = (
+    "kubernetes",
+    "opapywasm",
+    "wasmtime",
+    "helm_python",
+    "kubernetes_validate",
+    "fsspec",
+    "jsonschema",
+)
 
 
 def fake_command(monkeypatch: pytest.MonkeyPatch, action: Any, extra: str | None = None) -> None:

@@ -1,4 +1,6 @@
-"""The gzip-shards-v1 codec (SPEC §4): round trip, determinism, bounded and fail-closed decoding."""
+"""Reading `gzip-shards-v1` (SPEC §4: every format ever written stays readable): round trip,
+determinism of the v1 writer, bounded and fail-closed decoding. The v1 writer is kept for these
+tests and for fixtures; the store writes v2 (test_codec_v2.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint_runtime import codec
-from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT
+from checkpoint_runtime import codec, codec_v1
+from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT_V1
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
 from checkpoint_runtime.workload import FeedWorkload, flowlogs_rows
 
@@ -32,7 +34,7 @@ def rows_of(shape: str = "old-design", seen: int = 200) -> dict[str, str]:
 
 
 def envelope_of(rows: dict[str, str]) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads(codec.encode_envelope(SHARD, rows))
+    document: dict[str, Any] = json.loads(codec_v1.encode_envelope(SHARD, rows))
     return document
 
 
@@ -43,17 +45,16 @@ def blob_of(document: Any) -> bytes:
 @pytest.mark.parametrize("shape", ["old-design", "uuid"])
 def test_round_trip_and_schema(shape: str) -> None:
     rows = rows_of(shape)
-    encoded = codec.encode_shard(SHARD, rows)
-    assert codec.decode_shard(SHARD, encoded.blob) == rows
-    assert encoded.rows == len(rows)
+    assert codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, rows)) == rows
+    assert codec.encode_shard(SHARD, rows).rows == len(rows)
     jsonschema.validate(envelope_of(rows), SCHEMA)
 
 
 def test_equal_input_gives_equal_bytes_whatever_the_insertion_order() -> None:
     rows = rows_of()
     reordered = dict(reversed(list(rows.items())))
-    first = codec.encode_shard(SHARD, rows).blob
-    assert codec.encode_shard(SHARD, reordered).blob == first
+    first = codec_v1.encode_blob(SHARD, rows)
+    assert codec_v1.encode_blob(SHARD, reordered) == first
     assert first[4:8] == b"\0\0\0\0"  # gzip mtime is zero
     assert gzip.decompress(first)  # and it is ordinary gzip
 
@@ -65,7 +66,7 @@ def test_flowlogs_rows_and_padded_and_unpadded_base64_ids_round_trip() -> None:
     rows["tn/flowlogs/replay/YWI"] = "unpadded"
     rows["tn/flowlogs/replay/////"] = "not printable base64"
     rows["tn/flowlogs/replay/ünïcode"] = "ok"
-    assert codec.decode_shard("tn/flowlogs", codec.encode_shard("tn/flowlogs", rows).blob) == rows
+    assert codec.decode_shard("tn/flowlogs", codec_v1.encode_blob("tn/flowlogs", rows)) == rows
 
 
 @settings(max_examples=60, deadline=None)
@@ -81,12 +82,12 @@ def test_flowlogs_rows_and_padded_and_unpadded_base64_ids_round_trip() -> None:
     )
 )
 def test_any_rows_of_the_shard_round_trip(rows: dict[str, str]) -> None:
-    assert codec.decode_shard(SHARD, codec.encode_shard(SHARD, rows).blob) == rows
+    assert codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, rows)) == rows
 
 
 def test_encoder_refuses_rows_of_another_shard() -> None:
     with pytest.raises(KeyGrammarError):
-        codec.encode_shard(SHARD, {"tn/objectstore/other/cursor": "x"})
+        codec_v1.encode_blob(SHARD, {"tn/objectstore/other/cursor": "x"})
 
 
 def test_gzip_bomb_is_rejected_without_inflating_it() -> None:
@@ -131,11 +132,11 @@ def mutate(path: str, value: Any) -> Any:
     ("blob", "message"),
     [
         (b"not gzip at all", "bad gzip"),
-        (codec.encode_shard(SHARD, {f"{SHARD}/cursor": "x"}).blob[:-6], "truncated"),
-        (codec.encode_shard(SHARD, {f"{SHARD}/cursor": "x"}).blob + b"junk", "trailing"),
+        (codec_v1.encode_blob(SHARD, {f"{SHARD}/cursor": "x"})[:-6], "truncated"),
+        (codec_v1.encode_blob(SHARD, {f"{SHARD}/cursor": "x"}) + b"junk", "trailing"),
         (codec.gzip_fixed(b"\xff\xfe not json"), "not JSON"),
         (codec.gzip_fixed(b"[1, 2]"), "not a JSON object"),
-        (blob_of(mutate("format", "gzip-shards-v2")), "unknown format"),
+        (blob_of(mutate("format", "gzip-shards-v9")), "unknown format"),
         (blob_of(mutate("shard", "tn/objectstore/other")), "names shard"),
         (blob_of(mutate("rows", 99)), "holds"),
         (blob_of(mutate("extra", 1)), "v1 set"),
@@ -169,7 +170,7 @@ def test_schema_rejects_what_the_decoder_rejects() -> None:
     for path, value in [("format", "x"), ("groups.0.base64", 3), ("groups.0.ids.prefix.0", -1)]:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(mutate(path, value), SCHEMA)
-    assert SCHEMA["properties"]["format"]["const"] == SHARD_FORMAT
+    assert SCHEMA["properties"]["format"]["const"] == SHARD_FORMAT_V1
 
 
 def test_envelope_beats_the_baseline_on_both_workloads() -> None:
@@ -217,7 +218,7 @@ def test_arbitrary_bytes_decode_only_to_a_named_error(blob: bytes) -> None:
 )
 def test_arbitrary_json_decodes_only_to_rows_or_a_named_error(document: Any) -> None:
     if isinstance(document, dict):
-        document = {"format": SHARD_FORMAT, "shard": SHARD, **document}
+        document = {"format": SHARD_FORMAT_V1, "shard": SHARD, **document}
     try:
         rows = codec.decode_shard(SHARD, blob_of(document))
     except CorruptShardError:
@@ -237,14 +238,15 @@ def test_ids_are_stored_decoded_only_where_that_pays_off() -> None:
     padded = {f"{SHARD}/seen/{base64.b64encode(name).decode()}": "t" for name in names}
     assert ("seen", 2) in group_encodings(padded)
     mixed = {**uuid_rows, **padded}
+    assert codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, mixed)) == mixed
     assert codec.decode_shard(SHARD, codec.encode_shard(SHARD, mixed).blob) == mixed
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet="ab/0", max_size=6), max_size=12))
 def test_ascii_fast_path_finds_the_same_shared_prefixes(strings: list[str]) -> None:
-    slow = list(map(codec._shared_prefix, ["", *strings[:-1]], strings))
-    assert codec._ascii_shared_prefixes(strings) == slow
+    slow = list(map(codec_v1._shared_prefix, ["", *strings[:-1]], strings))
+    assert codec_v1._ascii_shared_prefixes(strings) == slow
 
 
 def naive_front_decode(prefixes: list[int], suffixes: list[str]) -> list[str] | None:
@@ -269,16 +271,16 @@ def test_front_decoding_fast_path_agrees_with_the_definition(column: list[tuple[
     data = {"prefix": prefixes, "suffix": suffixes}
     if expected is None:
         with pytest.raises(CorruptShardError):
-            codec._front_decode(SHARD, data, "column", MAX_DECODED_ENVELOPE)
+            codec_v1._front_decode(SHARD, data, "column", MAX_DECODED_ENVELOPE)
     else:
-        assert codec._front_decode(SHARD, data, "column", MAX_DECODED_ENVELOPE) == expected
+        assert codec_v1._front_decode(SHARD, data, "column", MAX_DECODED_ENVELOPE) == expected
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet="ab/0é", max_size=6), min_size=1, max_size=12))
 def test_front_coding_round_trips(strings: list[str]) -> None:
-    coded = codec._front_code(strings)
-    assert codec._front_decode(SHARD, coded, "column", MAX_DECODED_ENVELOPE) == strings
+    coded = codec_v1._front_code(strings)
+    assert codec_v1._front_decode(SHARD, coded, "column", MAX_DECODED_ENVELOPE) == strings
 
 
 def test_uniform_prefix_columns_decode_fast_and_still_fail_closed() -> None:

@@ -10,7 +10,7 @@ from checkpoint_runtime.constants import (
     ANNOTATION_FORMAT,
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITE_ID,
-    SHARD_FORMAT,
+    SHARD_FORMATS,
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError, KeyGrammarError
@@ -103,6 +103,6 @@ def check_owned(
         )
     if expected_shard is not None and shard != expected_shard:
         raise ForeignShardError(name, f"holds shard {shard!r}, expected {expected_shard!r}")
-    if annotations.get(ANNOTATION_FORMAT) != SHARD_FORMAT:
+    if annotations.get(ANNOTATION_FORMAT) not in SHARD_FORMATS:
         raise CorruptShardError(shard, f"unknown format {annotations.get(ANNOTATION_FORMAT)!r}")
     return shard

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checkpoint_runtime.gate.engine import Level
+from checkpoint_runtime.gate.engine import POLICY_WASM, Level
 from checkpoint_runtime.gate.junit import write_junit_xml
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR, POLICY_DIR
+from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_runtime.gate.pipeline import Finding, Gate, GateResult
 from checkpoint_runtime.gate.render import (
     DEFAULT_NAMESPACE,
@@ -48,7 +48,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--release", default=DEFAULT_RELEASE)
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     parser.add_argument("--chart", type=Path, default=CHART_DIR)
-    parser.add_argument("--policy", type=Path, default=POLICY_DIR)
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=POLICY_WASM,
+        metavar="WASM",
+        help="conftest policies compiled to Wasm with the gate's entrypoint (default: the shipped"
+        " policies; see docs/gate.md to build your own)",
+    )
     parser.add_argument("--junit-xml", type=Path, metavar="FILE")
     parser.add_argument("-q", "--quiet", action="store_true", help="print denies and totals only")
     parser.set_defaults(func=run)
@@ -68,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         documents = value_documents(args)
         renderer = CliRenderer(args.chart, args.helm) if args.engine == "cli" else None
-        gate = Gate(renderer, chart_dir=args.chart, policy_dir=args.policy)
+        gate = Gate(renderer, chart_dir=args.chart, policy_wasm=args.policy)
     except (OSError, RenderError, ValueError) as error:
         print(f"gate: {error}", file=sys.stderr)
         return 2

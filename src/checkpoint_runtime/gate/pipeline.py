@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from checkpoint_runtime.gate.engine import Level, PolicyEngine, Verdict
-from checkpoint_runtime.gate.paths import CHART_DIR, POLICY_DIR
+from checkpoint_runtime.gate.engine import POLICY_WASM, Level, PolicyEngine, Verdict
+from checkpoint_runtime.gate.paths import CHART_DIR
 from checkpoint_runtime.gate.render import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
@@ -67,7 +67,7 @@ class Gate:
         self,
         renderer: Renderer | None = None,
         chart_dir: Path = CHART_DIR,
-        policy_dir: Path = POLICY_DIR,
+        policy_wasm: Path = POLICY_WASM,
         kubernetes: KubernetesValidator | None = None,
     ) -> None:
         self.chart_dir = chart_dir
@@ -75,7 +75,7 @@ class Gate:
         self.renderer: Renderer = renderer or self._sdk
         self.schema = ValuesSchema(chart_dir / "values.schema.json")
         self.kubernetes = kubernetes or KubernetesValidator()
-        self.policies = PolicyEngine(policy_dir)
+        self.policies = PolicyEngine(policy_wasm)
 
     def run(
         self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE

@@ -1,0 +1,485 @@
+"""Store performance at scale on a real kube-apiserver + etcd (the gzip-shards-v2 write path).
+
+1. Persist of a 5000-row shard after 1 or 100 changed rows (Store.flush: the stored base plus one
+   delta, or a new base past the compaction bound) against a raw PUT of the very blob the store
+   sent (replace_namespaced_config_map, retries 0), interleaved, the order alternating: p50, p90.
+2. A saturated round: 50 shards of 5000 rows, 100 rows changed in each, one Store.flush, against
+   the same 50 blobs sent as raw PUTs with the same concurrency (the store's pool size).
+3. A batch on shard B while shard A's write is stalled 2 s (the wall time of store.batch on B).
+
+Without a ControlPlane argument, `run` starts its own (scripts/testenv/build.sh binaries).
+
+    .venv/bin/python scripts/bench/scale.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import gc
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.constants import (
+    DEFAULT_COMPACTION_RATIO,
+    MAX_DECODED_ENVELOPE,
+    PERSIST_CONCURRENCY,
+    SHARD_DATA_KEY,
+)
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.gzipmembers import gunzip_members
+from checkpoint_runtime.store import Store
+from checkpoint_runtime.workload import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_testenv import binaries
+from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+
+LEASE = "bench-checkpoints"
+FEED = "tailnet-1/objectstore/feed-1"
+ROWS_AT = 5000
+STALL_SECONDS = 2.0
+
+
+@dataclass
+class Table:
+    """One printed table: also what all.py puts into docs/benchmarks.md."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", "", "| " + " | ".join(self.headers) + " |"]
+        lines.append("|" + "|".join("---:" if i else "---" for i in range(len(self.headers))) + "|")
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        lines += [""] + [f"- {note}" for note in self.notes] if self.notes else []
+        return "\n".join(lines) + "\n"
+
+
+def _percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * fraction // 1))
+    return ordered[int(rank) - 1]
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        call()
+        return (time.perf_counter() - started) * 1000
+    finally:
+        gc.enable()
+
+
+def _progress(message: str) -> None:
+    print(f"scale: {message}", file=sys.stderr, flush=True)
+
+
+class Recorder:
+    """A backend that remembers the last write of each shard (the blob the raw PUT resends)."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.last: dict[str, ShardWrite] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _keep(self, write: ShardWrite) -> None:
+        with self._lock:
+            self.last[write.shard] = write
+
+    def create_shard(self, write: ShardWrite, deadline: Deadline) -> WriteResult:
+        self._keep(write)
+        return self.inner.create_shard(write, deadline)
+
+    def update_shard(self, write: ShardWrite, version: str, deadline: Deadline) -> WriteResult:
+        self._keep(write)
+        return self.inner.update_shard(write, version, deadline)
+
+
+class RawPuts:
+    """Raw replace_namespaced_config_map of given blobs into objects of our own (retries 0)."""
+
+    def __init__(self, plane: ControlPlane, namespace: str) -> None:
+        configuration = copy.deepcopy(plane.configuration())
+        configuration.retries = 0
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.namespace = namespace
+        self.versions: dict[str, str] = {}
+
+    def body(self, name: str, write: ShardWrite) -> Any:
+        return client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                labels={"bench": "raw-put"},
+                annotations=dict(write.annotations),
+                resource_version=self.versions.get(name),
+            ),
+            binary_data={SHARD_DATA_KEY: base64.b64encode(write.blob).decode()},
+        )
+
+    def create(self, name: str, write: ShardWrite) -> None:
+        made = self.core.create_namespaced_config_map(self.namespace, self.body(name, write))
+        self.versions[name] = made.metadata.resource_version
+
+    def put(self, name: str, write: ShardWrite) -> None:
+        body = self.body(name, write)
+        answer = self.core.replace_namespaced_config_map(name, self.namespace, body)
+        self.versions[name] = answer.metadata.resource_version
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def _members(blob: bytes) -> int:
+    return len(gunzip_members(blob, MAX_DECODED_ENVELOPE, "bench"))
+
+
+def _store(plane: ControlPlane, namespace: str) -> tuple[Store, Recorder]:
+    backend = Recorder(KubernetesBackend(plane.configuration(), namespace, LEASE))
+    store = Store.open(backend, writer="bench", epoch=1, deadline_seconds=120)  # type: ignore[arg-type]
+    return store, backend
+
+
+def _change(store: Store, shard: str, seen: list[str], changed: int, step: int) -> None:
+    value = rfc3339_ns(EPOCH_NS + 10**18 + step)
+    for offset in range(changed):
+        store.set(seen[(step * changed + offset) % len(seen)], value)
+
+
+# -- 1. persist after N changed rows ----------------------------------------------------------
+
+
+@dataclass
+class ChangeCost:
+    shape: str
+    seen_rows: int
+    changed: int
+    store_ms: list[float]
+    raw_ms: list[float]
+    blob_bytes: list[int]
+    compactions: int
+
+    def ratio(self, fraction: float) -> float:
+        return _percentile(self.store_ms, fraction) / _percentile(self.raw_ms, fraction)
+
+
+def measure_change_cost(
+    plane: ControlPlane, shape: str, changed: int, iterations: int, seen_rows: int
+) -> ChangeCost:
+    """Alternate (store persist, raw PUT of the store's latest blob), rotating the order."""
+    namespace = plane.create_namespace("bench-delta")
+    store, recorder = _store(plane, namespace)
+    rows = FeedWorkload(FEED, seen_rows, shape).rows
+    store.batch(rows)
+    seen = [key for key in rows if "/seen/" in key]
+    raw = RawPuts(plane, namespace)
+    raw.create("bench-raw-put", recorder.last[FEED])
+    result = ChangeCost(shape, seen_rows, changed, [], [], [], 0)
+    for iteration in range(iterations):
+        _change(store, FEED, seen, changed, iteration)
+        gc.collect()
+        if iteration % 2:
+            result.raw_ms.append(_timed(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
+            result.store_ms.append(_timed(store.flush))
+        else:
+            result.store_ms.append(_timed(store.flush))
+            result.raw_ms.append(_timed(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
+        blob = recorder.last[FEED].blob
+        result.blob_bytes.append(len(blob))
+        result.compactions += _members(blob) == 1
+    raw.close()
+    store.backend.close()  # type: ignore[attr-defined]
+    return result
+
+
+# -- 2. saturated round -----------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    shape: str
+    shards: int
+    seen_rows: int
+    changed: int
+    store_s: list[float]
+    raw_s: list[float]
+
+    def ratio(self) -> float:
+        return _percentile(self.store_s, 0.5) / _percentile(self.raw_s, 0.5)
+
+
+def measure_round(
+    plane: ControlPlane, shape: str, shards: int, changed: int, rounds: int, seen_rows: int
+) -> Round:
+    """Each round: `changed` rows in every shard, then one flush; beside it the same blobs as
+    raw PUTs from PERSIST_CONCURRENCY threads (the previous round's when the raw side goes
+    first)."""
+    namespace = plane.create_namespace("bench-round")
+    store, recorder = _store(plane, namespace)
+    feeds = [f"tailnet-1/objectstore/feed-{index}" for index in range(shards)]
+    seen: dict[str, list[str]] = {}
+    for index, feed in enumerate(feeds):
+        rows = FeedWorkload(feed, seen_rows, shape, seed=index).rows
+        seen[feed] = [key for key in rows if "/seen/" in key]
+        store.batch(rows)
+    _progress(f"{shards} shards of {seen_rows} rows written ({shape})")
+    raw = RawPuts(plane, namespace)
+    names = {feed: f"raw-{index}" for index, feed in enumerate(feeds)}
+    for feed in feeds:
+        raw.create(names[feed], recorder.last[feed])
+
+    def raw_round() -> None:
+        with ThreadPoolExecutor(PERSIST_CONCURRENCY) as pool:
+            for future in [pool.submit(raw.put, names[f], recorder.last[f]) for f in feeds]:
+                future.result()
+
+    result = Round(shape, shards, seen_rows, changed, [], [])
+    for number in range(rounds):
+        for feed in feeds:
+            _change(store, feed, seen[feed], changed, number)
+        gc.collect()
+        steps = [(result.store_s, store.flush), (result.raw_s, raw_round)]
+        for samples, call in steps if number % 2 == 0 else steps[::-1]:
+            samples.append(_timed(call) / 1000)
+    raw.close()
+    store.backend.close()  # type: ignore[attr-defined]
+    return result
+
+
+# -- 3. batch on B while A stalls -------------------------------------------------------------
+
+
+class Stall:
+    """A backend whose writes of one shard sleep STALL_SECONDS before they are sent."""
+
+    def __init__(self, inner: Backend, shard: str) -> None:
+        self.inner = inner
+        self.shard = shard
+        self.entered = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _maybe_stall(self, write: ShardWrite) -> None:
+        if write.shard == self.shard:
+            self.entered.set()
+            time.sleep(STALL_SECONDS)
+
+    def create_shard(self, write: ShardWrite, deadline: Deadline) -> WriteResult:
+        self._maybe_stall(write)
+        return self.inner.create_shard(write, deadline)
+
+    def update_shard(self, write: ShardWrite, version: str, deadline: Deadline) -> WriteResult:
+        self._maybe_stall(write)
+        return self.inner.update_shard(write, version, deadline)
+
+
+@dataclass
+class StallResult:
+    backend: str
+    batch_ms: list[float]
+
+
+def measure_stall(name: str, make: Callable[[], Backend], repetitions: int) -> StallResult:
+    result = StallResult(name, [])
+    for repetition in range(repetitions):
+        stall = Stall(make(), "objectstore/a")
+        store = Store.open(stall, writer="bench", epoch=1)  # type: ignore[arg-type]
+        store.set("objectstore/a/cursor", f"a{repetition}")
+        flushing = threading.Thread(target=store.flush)
+        flushing.start()
+        stall.entered.wait()
+        change = {"flowlogs/cursor": f"b{repetition}"}
+        result.batch_ms.append(_timed(lambda store=store, change=change: store.batch(change)))
+        flushing.join()
+    return result
+
+
+# -- the report -------------------------------------------------------------------------------
+
+
+@dataclass
+class ScaleReport:
+    changes: list[ChangeCost]
+    rounds: list[Round]
+    stalls: list[StallResult]
+    tables: list[Table] = field(default_factory=list)
+
+
+def run(plane: ControlPlane | None = None, quick: bool = False) -> ScaleReport:
+    if plane is None:
+        with tempfile.TemporaryDirectory(prefix="bench-controlplane-") as workdir:
+            own = start_control_plane(binaries.locate(), Path(workdir))
+            try:
+                return run(own, quick)
+            finally:
+                own.stop()
+    iterations, seen_rows = (4, 500) if quick else (120, ROWS_AT)
+    shards, rounds = (4, 2) if quick else (50, 8)
+    shapes = ("uuid",) if quick else ("uuid", "old-design")
+    changes = []
+    for shape in shapes:
+        for changed in (1, 100):
+            _progress(f"persist after {changed} changed row(s), {shape}")
+            changes.append(measure_change_cost(plane, shape, changed, iterations, seen_rows))
+    round_results = []
+    for shape in shapes:
+        _progress(f"saturated round, {shards} shards, {shape}")
+        round_results.append(measure_round(plane, shape, shards, 100, rounds, seen_rows))
+    _progress("batch on one shard while another's write stalls")
+    with tempfile.TemporaryDirectory(prefix="bench-stall-") as folder:
+        counter = iter(range(1_000_000))
+        stalls = [
+            measure_stall("file", lambda: FileBackend(Path(folder) / str(next(counter)), LEASE), 3),
+            measure_stall(
+                "kube-apiserver",
+                lambda: KubernetesBackend(
+                    plane.configuration(), plane.create_namespace("bench-stall"), LEASE
+                ),
+                3,
+            ),
+        ]
+    report = ScaleReport(changes, round_results, stalls)
+    report.tables = tables(report)
+    return report
+
+
+def tables(report: ScaleReport) -> list[Table]:
+    change = Table(
+        "Persist of one shard after N changed rows vs a raw PUT of the same blob (ms)",
+        [
+            "workload",
+            "seen rows",
+            "rows changed",
+            "samples",
+            "blob bytes p50 / max",
+            "new bases",
+            "store p50",
+            "store p90",
+            "raw PUT p50",
+            "raw PUT p90",
+            "store / raw p50",
+            "store / raw p90",
+        ],
+        [
+            [
+                item.shape,
+                f"{item.seen_rows:,}",
+                str(item.changed),
+                str(len(item.store_ms)),
+                f"{_percentile(item.blob_bytes, 0.5):,} / {max(item.blob_bytes):,}",
+                str(item.compactions),
+                f"{_percentile(item.store_ms, 0.5):.1f}",
+                f"{_percentile(item.store_ms, 0.9):.1f}",
+                f"{_percentile(item.raw_ms, 0.5):.1f}",
+                f"{_percentile(item.raw_ms, 0.9):.1f}",
+                f"{item.ratio(0.5):.2f}x",
+                f"{item.ratio(0.9):.2f}x",
+            ]
+            for item in report.changes
+        ],
+        [
+            "store = Store.flush() after N seen rows got new values: the stored base member plus "
+            "one delta of every row changed since it, or a new base once the delta would pass "
+            f"{DEFAULT_COMPACTION_RATIO:g} of the base (the default compaction_ratio; 'new "
+            "bases' counts those persists). raw PUT = replace_namespaced_config_map of the very "
+            "blob and annotations the store sent (retries 0, same Python client), into an object "
+            "of its own. The two alternate, the order flipping every iteration.",
+        ],
+    )
+    rounds = Table(
+        "Saturated round: every shard dirty (100 changed rows each), one flush (s)",
+        [
+            "workload",
+            "shards",
+            "seen rows / shard",
+            "rounds",
+            "store flush p50",
+            "store flush max",
+            "raw PUTs p50",
+            "raw PUTs max",
+            "store / raw p50",
+        ],
+        [
+            [
+                item.shape,
+                str(item.shards),
+                f"{item.seen_rows:,}",
+                str(len(item.store_s)),
+                f"{_percentile(item.store_s, 0.5):.3f}",
+                f"{max(item.store_s):.3f}",
+                f"{_percentile(item.raw_s, 0.5):.3f}",
+                f"{max(item.raw_s):.3f}",
+                f"{item.ratio():.2f}x",
+            ]
+            for item in report.rounds
+        ],
+        [
+            "raw PUTs = the same blobs the store's flush sent (the previous round's when the raw "
+            f"side goes first), as replace calls from {PERSIST_CONCURRENCY} threads, the store's "
+            "pool size. Rounds alternate which side goes first.",
+        ],
+    )
+    stall = Table(
+        f"store.batch on shard B while shard A's write is stalled {STALL_SECONDS:g} s (ms)",
+        ["backend", "repetitions", "batch on B, median", "max"],
+        [
+            [
+                item.backend,
+                str(len(item.batch_ms)),
+                f"{_percentile(item.batch_ms, 0.5):.1f}",
+                f"{max(item.batch_ms):.1f}",
+            ]
+            for item in report.stalls
+        ],
+        [
+            "A flush() in another thread is inside shard A's write, held before it is sent; the "
+            "batch on B takes B's write lock only.",
+        ],
+    )
+    return [change, rounds, stall]
+
+
+def main(argv: Sequence[str] | None = None, plane: ControlPlane | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke sizes, not figures")
+    parser.add_argument("--json", type=Path, help="also write the raw samples here")
+    args = parser.parse_args(argv)
+    report = run(plane, quick=args.quick)
+    for table in report.tables:
+        print(table.markdown())
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "changes": [item.__dict__ for item in report.changes],
+                    "rounds": [item.__dict__ for item in report.rounds],
+                    "stalls": [item.__dict__ for item in report.stalls],
+                }
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -119,7 +119,8 @@ class Podman:
         """`podman run --detach` as the chart's pod; the running container."""
         name = f"cr-image-{uuid.uuid4().hex[:10]}"
         self(
-            "run", "--detach", "--name", name, "--network", network, *POD_RESTRICTIONS,
+            "run", "--detach", "--name", name, "--log-driver", "k8s-file",
+            "--network", network, *POD_RESTRICTIONS,
             *options, image, *args,
         )  # fmt: skip
         return Container(self, name)
@@ -137,7 +138,11 @@ class Container:
     name: str
 
     def logs(self) -> str:
-        return self.podman("logs", self.name, check=False)
+        """The container's stdout then its stderr (podman logs splits them the same way)."""
+        result = subprocess.run(
+            [*self.podman.base(), "logs", self.name], capture_output=True, text=True, check=False
+        )
+        return result.stdout + result.stderr
 
     def running(self) -> bool:
         state = self.podman("inspect", "--format", "{{.State.Running}}", self.name, check=False)

@@ -130,7 +130,7 @@ dist: setup
 bench-render: setup testenv-build
     {{ py }} scripts/bench/render.py
 
-# benchmark: shard sizes for the SPEC §11 configurations beside the old design's figures
+# benchmark: shard sizes of the reference configurations beside the old design's figures
 [group('bench')]
 bench-store: setup
     {{ py }} scripts/bench/store.py

@@ -36,7 +36,7 @@ def main() -> int:
         print("RBAC: no Role rendered")
         return 1 if denies else 0
     namespace = role.document["metadata"]["namespace"]
-    print(f"RBAC: Role {role.name} in namespace {namespace} (SPEC §10)")
+    print(f"RBAC: Role {role.name} in namespace {namespace}")
     rows = sorted(permissions(role.document))
     header = ("resource", "verb", "resourceNames", "store operation")
     table = [header] + [
@@ -46,7 +46,7 @@ def main() -> int:
             name or "any",
             PURPOSES[(group, resource, verb, bool(name))].summary
             if (group, resource, verb, bool(name)) in PURPOSES
-            else "UNEXPECTED: not in SPEC §10",
+            else "UNEXPECTED: not a permission the store needs",
         )
         for group, resource, verb, name in rows
     ]

@@ -366,7 +366,7 @@ def targets(results: Results) -> list[Target]:
             "not measured" if render_ratio is None else f"{render_ratio:g}x",
             None if render_ratio is None else render_ratio >= RENDER_TARGET,
             (
-                "scripts/bench/render.py (GATE helper) "
+                "scripts/bench/render.py "
                 + (
                     "did not print a recognisable ratio; see its output below."
                     if render_ran
@@ -379,7 +379,7 @@ def targets(results: Results) -> list[Target]:
                 if render_ratio >= RENDER_TARGET
                 else f"missed: {render_ratio:g}x against {RENDER_TARGET:g}x "
                 f"({RENDER_TARGET / render_ratio:.1f}x short); per-document times in "
-                "render.py's table below (the GATE helper owns that analysis)."
+                "render.py's table below."
             ),
         )
     )

@@ -36,7 +36,9 @@ class Command:
 # The extra that provides each third-party module a command may import; a missing one is
 # reported as `pip install 'checkpoint-runtime[extra]'` instead of an import traceback.
 EXTRA_MODULES: dict[str, frozenset[str]] = {
-    "gate": frozenset({"opapywasm", "wasmtime", "helm_python", "kubernetes_validate", "yaml"}),
+    "gate": frozenset(
+        {"opapywasm", "wasmtime", "jsonschema_rs", "helm_python", "kubernetes_validate", "yaml"}
+    ),
 }
 
 COMMANDS: dict[str, Command] = {

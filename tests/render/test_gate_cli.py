@@ -32,7 +32,7 @@ def test_defaults_pass_and_write_junit(tmp_path: Path, capsys: pytest.CaptureFix
     suites = ET.parse(report).getroot()
     assert suites.get("failures") == "0"
     cases = {case.get("name") for case in suites.iter("testcase")}
-    assert cases == {"values-schema", "render", "kubernetes-schema", "policy"}
+    assert cases == {"values-schema", "render", "kubernetes-schema", "runtime-config", "policy"}
 
 
 def test_broken_chart_is_denied_with_rule_object_and_template(

@@ -4,8 +4,10 @@
 
 Values compose like `helm -f ... --set ...`. The chart is rendered (in-process Helm SDK, or the
 helm CLI with --engine cli), the values are checked against values.schema.json, the manifests
-against the Kubernetes schemas, and the conftest policies are evaluated. Every finding is printed
-with its rule and object; the exit status is 1 when anything is denied.
+against the Kubernetes schemas, the rendered runtime config through the runtime's own startup
+check (what `checkpoint-runtime run` would refuse, named by its values key), and the policies
+are evaluated. Every finding is printed with its rule and object; the exit status is 1 when
+anything is denied, 2 when the values cannot be read (a one-line `error:` naming the file).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from checkpoint_runtime.errors import CheckpointError
 from checkpoint_runtime.gate.engine import POLICY_WASM, Level
 from checkpoint_runtime.gate.junit import write_junit_xml
 from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
@@ -76,8 +79,11 @@ def run(args: argparse.Namespace) -> int:
         documents = value_documents(args)
         renderer = CliRenderer(args.chart, args.helm) if args.engine == "cli" else None
         gate = Gate(renderer, chart_dir=args.chart, policy_wasm=args.policy)
+    except CheckpointError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     except (OSError, RenderError, ValueError) as error:
-        print(f"gate: {error}", file=sys.stderr)
+        print(f"error: gate: {error}", file=sys.stderr)
         return 2
     results: list[tuple[str, GateResult]] = []
     for name, values in documents:

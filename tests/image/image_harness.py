@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "image" / "build.sh"
 INSTALL_HINT = "install them with `just system` (scripts/system/install-debian.sh, as root)"
 RUNTIME_UID = 10001
+# A cold build takes minutes; a cached one waits for any other build holding the lock.
+BUILD_TIMEOUT = 1800
 
 # What the chart's pod gets, as podman flags (see templates/deployment.yaml and _helpers.tpl).
 POD_RESTRICTIONS = (
@@ -44,7 +46,7 @@ class ImageError(AssertionError):
 def build_image() -> tuple[Path, str]:
     """Run build.sh (cached after the first build); the archive path and its stderr."""
     result = subprocess.run(
-        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=1800
+        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT
     )
     if result.returncode != 0:
         raise ImageError(f"{BUILD_SCRIPT} failed ({result.returncode}):\n{result.stderr[-6000:]}")

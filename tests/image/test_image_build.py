@@ -12,7 +12,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from image_harness import BUILD_SCRIPT, Podman
+from image_harness import BUILD_SCRIPT, BUILD_TIMEOUT, Podman
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -21,8 +21,9 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 def test_a_second_build_is_cached_and_prints_the_same_archive_last(
     image_archive: Path,
 ) -> None:
+    # Another checkout's build may hold the shared cache's lock for minutes: wait like a build.
     result = subprocess.run(
-        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=True, timeout=120
+        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=True, timeout=BUILD_TIMEOUT
     )
     assert result.stdout.strip().splitlines()[-1] == str(image_archive)
     assert "cached" in result.stderr
@@ -46,7 +47,7 @@ def test_a_concurrent_caller_says_it_waits_for_the_lock_then_gets_the_archive(
             assert waiting.poll() is None  # still blocked on the lock we hold
         finally:
             fcntl.flock(held, fcntl.LOCK_UN)
-        stdout, _ = waiting.communicate(timeout=120)
+        stdout, _ = waiting.communicate(timeout=BUILD_TIMEOUT)
     assert waiting.returncode == 0
     assert stdout.strip().splitlines()[-1] == str(image_archive)
 

@@ -60,7 +60,7 @@ def test_a_file_store_run_checkpoints_on_sigterm_and_a_restart_continues(
     config = {
         "store": {"backend": "file", "path": STORE_PATH, "debounceSeconds": 300},
         "collectors": [
-            {"kind": "objectstore", "feed": "audit", "url": "/data/feed", "pollSeconds": 0.2}
+            {"kind": "objectstore", "feed": "audit", "url": "file:///data/feed", "pollSeconds": 0.2}
         ],
         "sink": {"kind": "file", "path": "/out/records.jsonl"},
     }

@@ -47,11 +47,11 @@ def _specificity(error: ValidationError) -> tuple[int, bool, str]:
 
 
 def describe(error: ValidationError) -> str:
-    """The message, with the schema's description of the field when a pattern failed (a
-    regular expression alone does not tell which URL schemes or names are allowed)."""
+    """The message; for a failed pattern, the schema's description of the field instead of the
+    regular expression (which does not tell a reader which URL schemes or names are allowed)."""
     description = error.schema.get("description") if isinstance(error.schema, dict) else None
     if error.validator == "pattern" and description:
-        return f"{error.message} ({description})"
+        return f"{error.instance!r} is not of the accepted form: {description}"
     return error.message
 
 

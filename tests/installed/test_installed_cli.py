@@ -103,7 +103,12 @@ def write_config(folder: Path, sink: Path) -> Path:
     config = {
         "store": {"backend": "file", "path": str(folder / "checkpoints")},
         "collectors": [
-            {"kind": "objectstore", "feed": "f1", "url": str(folder / "bucket"), "pollSeconds": 0.2}
+            {
+                "kind": "objectstore",
+                "feed": "f1",
+                "url": (folder / "bucket").as_uri(),
+                "pollSeconds": 0.2,
+            }
         ],
         "http": {"port": free_port(), "bindAddress": "127.0.0.1"},
         "sink": {"kind": "file", "path": str(sink)},

@@ -276,8 +276,8 @@ def targets(results: Results) -> list[Target]:
         if not bytes_ok:
             why += (
                 ". Bytes: the run layout stores shared prefixes once per run, not per entry "
-                "as front coding did, and libdeflate level 6 replaces zlib 9; level 12 would "
-                "meet it at many times the full-encode time"
+                "as front coding did; libdeflate level 12 would shrink it further at several "
+                "times the full-encode time"
             )
         if not decode_ok:
             why += (

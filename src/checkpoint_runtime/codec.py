@@ -314,11 +314,13 @@ def _build_base64(column: _Column, encoding: int, head: str) -> list[str] | None
         lead = head + binascii.b2a_base64(raw[:cut], newline=False).decode("ascii")
         chunk = entries[start : start + count]
         start += count
-        encoded = b"".join(map(binascii.b2a_base64, map(raw[cut:].__add__, chunk)))
+        if cut < len(raw):
+            chunk = list(map(raw[cut:].__add__, chunk))
+        encoded = b"".join(map(binascii.b2a_base64, chunk))
         if encoding == UNPADDED:
             encoded = encoded.replace(b"=", b"")
         pieces.append(lead + encoded[:-1].decode("ascii").replace("\n", "\n" + lead))
-    return "\n".join(pieces).split("\n")
+    return (pieces[0] if len(pieces) == 1 else "\n".join(pieces)).split("\n")
 
 
 def _decode_group(

@@ -48,6 +48,7 @@ from typing import Any
 from checkpoint_runtime import codec_v1
 from checkpoint_runtime.codec_v1 import PADDED, PLAIN, UNPADDED
 from checkpoint_runtime.constants import (
+    DELTA_DEFLATE_LEVEL,
     MAX_DECODED_ENVELOPE,
     MEAN_RUN_ENTRIES,
     SHARD_FORMAT,
@@ -202,7 +203,7 @@ def encode_delta(
     raw_bytes = base.raw_bytes + len(text)
     if raw_bytes > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, raw_bytes, MAX_DECODED_ENVELOPE, rows)
-    member = gzip_fast(text)
+    member = gzip_fast(text, DELTA_DEFLATE_LEVEL)
     return EncodedShard(shard, base.member + member, raw_bytes, rows, base, len(member))
 
 

@@ -38,9 +38,19 @@ system:
 testenv-build:
     scripts/testenv/build.sh >&2
 
-# the full gate: setup, lint, types, formatting, generated files, policy unit tests, all tests
+# build the test node's binaries (kubelet, kube-proxy, CoreDNS...) and pause image into the cache (idempotent)
+[group('setup')]
+testenv-node-build:
+    scripts/testenv/build-node.sh
+
+# build opa and conftest from the pinned Go modules into the cache (idempotent; the first build takes ~10 min)
+[group('setup')]
+policy-tools-build:
+    scripts/testenv/build-policy-tools.sh >&2
+
+# the full gate: setup, lint, types, formatting, generated files, the policies under OPA, all tests (node tier included)
 [group('check')]
-check: setup testenv-build lint typecheck fmt-check gen-check policy-test test
+check: setup testenv-build testenv-node-build image policy-tools-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]
@@ -62,7 +72,8 @@ fmt-check: setup
 # regenerate generated files, then fail if that changed anything
 [group('check')]
 gen-check: gen
-    git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md
+    git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md \
+      policy/fixtures_test.rego src/checkpoint_runtime/gate/policy.wasm
 
 # format Python and this justfile
 [group('fmt')]
@@ -71,15 +82,22 @@ fmt: setup
     {{ bin }}/ruff check --fix src tests scripts
     {{ bin }}/just --fmt --unstable
 
-# regenerate values.schema.json, docs/rbac.md and the README values table from their sources
+# regenerate values.schema.json, docs/rbac.md, the README values table, the Rego fixtures and policy.wasm
 [group('gen')]
-gen: setup
+gen: setup policy-tools-build
     {{ py }} scripts/gen.py
 
-# run the Rego unit tests (policy/*_test.rego) in-process with regopy
-[group('test')]
-policy-test: setup
-    {{ py }} -m checkpoint_runtime.gate.regotest policy
+# the policies under OPA: opa fmt and opa check --strict clean, unit tests by conftest verify, every non-test line covered
+[group('check')]
+policy-check: setup policy-tools-build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    tools=$(scripts/testenv/build-policy-tools.sh | tail -1)
+    rego=(policy src/checkpoint_runtime/gate/entrypoint.rego)
+    "$tools/opa" fmt --list --fail "${rego[@]}"
+    "$tools/opa" check --strict "${rego[@]}"
+    "$tools/conftest" verify --no-color --policy policy
+    "$tools/opa" test --coverage policy | {{ py }} scripts/policy_coverage.py
 
 # build the container image offline (Debian packages + a wheelhouse + buildah); prints the archive path last
 [group('build')]
@@ -112,19 +130,19 @@ gate *ARGS: setup
 dist: setup
     scripts/dist.sh
 
-# benchmark: values documents per second through render + schema + policy, SDK vs CLI
+# benchmark: the in-process render gate against helm template + conftest test, interleaved
 [group('bench')]
-bench-render: setup testenv-build
+bench-render: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/render.py
 
-# benchmark: shard sizes for the SPEC §11 configurations beside the old design's figures
+# benchmark: shard sizes of the reference configurations beside the old design's figures
 [group('bench')]
 bench-store: setup
     {{ py }} scripts/bench/store.py
 
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]
-bench: setup testenv-build
+bench: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/all.py
 
 # the bounded reliability soak (races, faults, crashes, load) against the real API server
@@ -132,8 +150,8 @@ bench: setup testenv-build
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}
 
-# the main job: gate the chart's defaults, then install it on a local API server and run two runtimes
+# the main job: gate the chart's defaults, install it on a real single-node cluster, checkpoint, fail over
 [group('demo')]
-demo *ARGS: setup testenv-build
+demo *ARGS: setup testenv-build testenv-node-build image
     {{ bin }}/checkpoint-runtime gate
-    {{ py }} scripts/demo_runtime.py {{ ARGS }}
+    {{ py }} scripts/demo.py {{ ARGS }}

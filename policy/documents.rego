@@ -5,14 +5,6 @@
 # Every rule iterates `documents`, so the same files run unchanged in both modes. Rules that compare
 # objects with each other (RoleBinding subject vs the Deployment's ServiceAccount, ...) only fire
 # when `combined` holds, because a single document cannot show its counterpart.
-#
-# Unit tests replace `documents` and `combined` with `with data.main.<rule> as ...` rather than
-# replacing `input`: rego-cpp 1.5.2 (regopy) fails to compile `with input as` whenever the rule
-# under test calls a builtin ("shape `rego-localref` has no field `rego-refhead`").
-#
-# Messages are built with concat, never sprintf: in rego-cpp 1.5.2 `sprintf("%s", [x])` wraps a
-# computed string x in quotes (and then emits invalid JSON), so the same policy would print
-# differently under conftest and under regopy.
 package main
 
 import rego.v1
@@ -71,7 +63,6 @@ pod_spec(obj) := obj.spec.jobTemplate.spec.template.spec if obj.kind == "CronJob
 
 pod_spec(obj) := obj.spec if obj.kind == "Pod"
 
-# Arrays, not sets: a set of whole objects costs a deep comparison per insertion in rego-cpp.
 pod_objects := [obj | some kind in (workload_kinds | {"CronJob", "Pod"}); some obj in objects_of_kind(kind)]
 
 # A `helm test` hook pod runs once and exits: no probes, and no API token.
@@ -88,8 +79,6 @@ containers(spec) := [{"field": field, "container": c} |
 ]
 
 # Every container of every pod, computed once per evaluation rather than in each rule.
-# Entries stay small (a label, not the object): binding a large object to a variable is what
-# costs time in rego-cpp, once per rule that iterates it.
 pod_containers := [{"label": label(obj), "pod_context": object.get(spec, "securityContext", {}), "field": entry.field, "container": entry.container} |
 	some obj in pod_objects
 	spec := pod_spec(obj)
@@ -102,12 +91,10 @@ workload_pod_labels := [object.get(obj, ["spec", "template", "metadata", "labels
 	obj.kind in workload_kinds
 ]
 
-# The runtime config the chart renders as config.json in its ConfigMap (SPEC: "<fullname>-config").
+# The runtime config the chart renders as config.json in its ConfigMap ("<fullname>-config").
 runtime_configs := [config |
 	some cm in objects_of_kind("ConfigMap")
 	raw := object.get(cm, ["data", "config.json"], "")
 	raw != ""
 	config := json.unmarshal(raw)
 ]
-
-sorted_list(xs) := sort([x | some x in xs])

@@ -16,3 +16,7 @@ test_documents_of_combined_input_flattens_multi_document_files if {
 test_documents_of_ignores_scalars if {
 	documents_of([{"path": "a.yaml", "contents": ["text", 3]}]) == []
 }
+
+test_pod_spec_of_a_cron_job_is_its_job_template_pod_spec if {
+	pod_spec({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}}) == {"containers": []}
+}

@@ -4,16 +4,24 @@ package main
 
 import rego.v1
 
+# The input conftest gives: `--combine` passes a list of {path, contents} (a multi-document
+# file's contents is a list); `conftest test` passes each document alone.
+combined_input(docs) := [{"path": "release.yaml", "contents": docs}]
+
 denies_combined(docs) := result if {
-	result := deny with data.main.documents as docs with data.main.combined as true
+	result := deny with input as combined_input(docs)
 }
 
 warns_combined(docs) := result if {
-	result := warn with data.main.documents as docs with data.main.combined as true
+	result := warn with input as combined_input(docs)
 }
 
 denies_single(doc) := result if {
-	result := deny with data.main.documents as [doc] with data.main.combined as false
+	result := deny with input as doc
+}
+
+warns_single(doc) := result if {
+	result := warn with input as doc
 }
 
 # Messages of one rule id ("RBAC-3") out of a verdict set.

@@ -1,4 +1,4 @@
-# Chart hygiene (RENDER_GATE 20, 22, 23): recommended labels, selectors on name and instance only,
+# Chart hygiene (HYG-20, HYG-22, HYG-23): recommended labels, selectors on name and instance only,
 # names within Kubernetes limits, optional objects selecting the chart's own pods, a proper test hook.
 package main
 
@@ -101,8 +101,7 @@ deny contains msg if {
 
 # --- HYG-20 / HYG-22: selectors use name and instance only and select the chart's own pods -------
 
-# Every selector the chart renders, as a small record (the object itself stays out: see
-# pod_containers in documents.rego for why).
+# Every selector the chart renders, as a small record of what the rules below compare.
 selector_record(obj, path) := {
 	"label": label(obj),
 	"kind": obj.kind,

@@ -134,10 +134,12 @@ test_hyg22_service_monitor_selecting_no_service_is_denied if {
 	of_rule(denies_combined(array.concat(fixture_release, [other])), "HYG-22") == {"HYG-22 ServiceMonitor cr-checkpoint-runtime: spec.selector.matchLabels selects none of the chart's Services"}
 }
 
+# The chart labels its test pod name=checkpoint-runtime-test, so no selector picks it up; a test
+# pod carrying the workload labels would join the Service while it runs.
 test_hyg22_test_pod_matching_the_service_selector_warns if {
-	"HYG-22 Pod cr-checkpoint-runtime-test: the test pod matches the selector of Service cr-checkpoint-runtime" in warns_combined(fixture_release)
-	pod := json.patch(fixture_test_pod, [{"op": "replace", "path": "/metadata/labels/app.kubernetes.io~1name", "value": "checkpoint-runtime-test"}])
-	of_rule(warns_combined(release_with(index_test_pod, pod)), "HYG-22") == set()
+	of_rule(warns_combined(fixture_release), "HYG-22") == set()
+	pod := json.patch(fixture_test_pod, [{"op": "replace", "path": "/metadata/labels/app.kubernetes.io~1name", "value": "checkpoint-runtime"}])
+	of_rule(warns_combined(release_with(index_test_pod, pod)), "HYG-22") == {"HYG-22 Pod cr-checkpoint-runtime-test: the test pod matches the selector of Service cr-checkpoint-runtime"}
 }
 
 # --- HYG-23: the test hook ---
@@ -164,4 +166,11 @@ test_hyg23_restarting_test_pod_is_denied if {
 test_hyg23_hook_list_with_test_is_recognised if {
 	pod := json.patch(fixture_test_pod, [{"op": "replace", "path": "/metadata/annotations/helm.sh~1hook", "value": "post-install, test"}])
 	is_test_hook(pod)
+}
+
+# --- HYG-20: pod template labels ---
+
+test_hyg20_invalid_pod_template_label_is_denied_per_document if {
+	deployment := json.patch(fixture_deployment, [{"op": "add", "path": "/spec/template/metadata/labels/team", "value": "-bad-"}])
+	"HYG-20 Deployment cr-checkpoint-runtime: pod template label team=-bad- is not a valid label value" in denies_single(deployment)
 }

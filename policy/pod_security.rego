@@ -1,4 +1,4 @@
-# Pod security (RENDER_GATE 11-15, SPEC §10): the restricted profile for every container of every
+# Pod security (POD-11 to POD-15): the restricted profile for every container of every
 # pod the chart renders: the Deployment's main and init containers and the `helm test` pod.
 package main
 
@@ -25,9 +25,8 @@ deny contains msg if {
 	msg := concat("", ["POD-11 ", entry.label, ": container ", entry.container.name, ": runAsUser must be set to a non-zero UID"])
 }
 
-# Helpers wrap the lookup, so `not` negates the whole test under both engines: OPA evaluates a
-# function call nested in a negated expression before the negation (an undefined result then
-# makes the rule body fail), rego-cpp inside it.
+# Helpers wrap the lookup, so `not` negates the whole test: OPA evaluates a function call nested
+# in a negated expression before the negation (an undefined result then makes the body fail).
 runs_as_non_root(entry) if effective(entry, "runAsNonRoot") == true
 
 has_non_zero_uid(entry) if {
@@ -215,8 +214,8 @@ deny contains msg if {
 	msg := concat("", ["POD-15 ", label(obj), ": container ", container.name, ": ", probe, " must be set"])
 }
 
-# configMap, emptyDir, projected and secret per RENDER_GATE 15, plus persistentVolumeClaim:
-# SPEC §10 lets the file store keep its folder on an existing claim for durability.
+# configMap, emptyDir, projected and secret, plus persistentVolumeClaim: the file store may keep
+# its folder on an existing claim for durability.
 allowed_volume_sources := {"configMap", "emptyDir", "projected", "secret", "persistentVolumeClaim"}
 
 deny contains msg if {

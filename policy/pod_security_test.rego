@@ -3,8 +3,6 @@ package main
 
 import rego.v1
 
-# json.patch paths are literals: rego-cpp 1.5.2 mis-reads a computed (concat) path.
-
 patched_deployment(ops) := release_with(index_deployment, json.patch(fixture_deployment, ops))
 
 patched_test_pod(ops) := release_with(index_test_pod, json.patch(fixture_test_pod, ops))
@@ -34,10 +32,13 @@ test_pod11_run_as_non_root_is_inherited_from_the_pod if {
 }
 
 test_pod11_run_as_non_root_missing_everywhere_is_denied if {
-	deployment_denies([
-		{"op": "remove", "path": "/spec/template/spec/containers/0/securityContext/runAsNonRoot"},
-		{"op": "remove", "path": "/spec/template/spec/securityContext/runAsNonRoot"},
-	], "POD-11") == {"POD-11 Deployment cr-checkpoint-runtime: container runtime: runAsNonRoot must be true"}
+	deployment_denies(
+		[
+			{"op": "remove", "path": "/spec/template/spec/containers/0/securityContext/runAsNonRoot"},
+			{"op": "remove", "path": "/spec/template/spec/securityContext/runAsNonRoot"},
+		],
+		"POD-11",
+	) == {"POD-11 Deployment cr-checkpoint-runtime: container runtime: runAsNonRoot must be true"}
 }
 
 test_pod11_unconfined_seccomp_is_denied if {
@@ -45,10 +46,13 @@ test_pod11_unconfined_seccomp_is_denied if {
 }
 
 test_pod11_missing_seccomp_is_denied if {
-	deployment_denies([
-		{"op": "remove", "path": "/spec/template/spec/containers/0/securityContext/seccompProfile"},
-		{"op": "remove", "path": "/spec/template/spec/securityContext/seccompProfile"},
-	], "POD-11") == {"POD-11 Deployment cr-checkpoint-runtime: container runtime: seccompProfile.type must be RuntimeDefault"}
+	deployment_denies(
+		[
+			{"op": "remove", "path": "/spec/template/spec/containers/0/securityContext/seccompProfile"},
+			{"op": "remove", "path": "/spec/template/spec/securityContext/seccompProfile"},
+		],
+		"POD-11",
+	) == {"POD-11 Deployment cr-checkpoint-runtime: container runtime: seccompProfile.type must be RuntimeDefault"}
 }
 
 test_pod11_test_pod_root_is_denied if {
@@ -108,11 +112,14 @@ test_pod12_test_pod_writable_root_is_denied if {
 # --- POD-13 ---
 
 test_pod13_host_namespaces_are_denied if {
-	deployment_denies([
-		{"op": "add", "path": "/spec/template/spec/hostNetwork", "value": true},
-		{"op": "add", "path": "/spec/template/spec/hostPID", "value": true},
-		{"op": "add", "path": "/spec/template/spec/hostIPC", "value": true},
-	], "POD-13") == {
+	deployment_denies(
+		[
+			{"op": "add", "path": "/spec/template/spec/hostNetwork", "value": true},
+			{"op": "add", "path": "/spec/template/spec/hostPID", "value": true},
+			{"op": "add", "path": "/spec/template/spec/hostIPC", "value": true},
+		],
+		"POD-13",
+	) == {
 		"POD-13 Deployment cr-checkpoint-runtime: hostNetwork shares a host namespace",
 		"POD-13 Deployment cr-checkpoint-runtime: hostPID shares a host namespace",
 		"POD-13 Deployment cr-checkpoint-runtime: hostIPC shares a host namespace",
@@ -201,10 +208,13 @@ test_pod15_test_pod_without_resources_is_denied if {
 }
 
 test_pod15_missing_probes_are_denied if {
-	deployment_denies([
-		{"op": "remove", "path": "/spec/template/spec/containers/0/livenessProbe"},
-		{"op": "remove", "path": "/spec/template/spec/containers/0/readinessProbe"},
-	], "POD-15") == {
+	deployment_denies(
+		[
+			{"op": "remove", "path": "/spec/template/spec/containers/0/livenessProbe"},
+			{"op": "remove", "path": "/spec/template/spec/containers/0/readinessProbe"},
+		],
+		"POD-15",
+	) == {
 		"POD-15 Deployment cr-checkpoint-runtime: container runtime: livenessProbe must be set",
 		"POD-15 Deployment cr-checkpoint-runtime: container runtime: readinessProbe must be set",
 	}

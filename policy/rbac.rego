@@ -1,12 +1,10 @@
-# RBAC (RENDER_GATE 1-8, SPEC §10): the chart may grant exactly the store's permissions, in one
+# RBAC (RBAC-1 to RBAC-8, docs/rbac.md): the chart may grant exactly the store's permissions, in one
 # namespace, to its own ServiceAccount, and nothing else for any valid values.
 package main
 
 import rego.v1
 
 rbac_api_group := "rbac.authorization.k8s.io"
-
-rule_kinds := {"Role", "ClusterRole"}
 
 rule_objects := array.concat(object.get(by_kind, "Role", []), object.get(by_kind, "ClusterRole", []))
 
@@ -38,7 +36,7 @@ role_permissions(role) := {permission(group, resource, verb, name) |
 	some name in names_or_any(rule)
 }
 
-# SPEC §10, exactly: configmaps get/list/update/create unpinned (create cannot be scoped by name,
+# Exactly the store's permissions (docs/rbac.md): configmaps get/list/update/create unpinned (create cannot be scoped by name,
 # list by name needs a field selector discovery does not have); leases get/update pinned to the
 # Lease name; leases create unpinned (create cannot be scoped by name).
 expected_permissions(lease) := {
@@ -80,7 +78,7 @@ expected_lease(role) := name if {
 deny contains msg if {
 	some head in heads
 	head.kind in {"ClusterRole", "ClusterRoleBinding"}
-	msg := concat("", ["RBAC-1 ", head.label, ": cluster-scoped RBAC is never rendered (SPEC §10)"])
+	msg := concat("", ["RBAC-1 ", head.label, ": cluster-scoped RBAC is never rendered"])
 }
 
 # --- RBAC-2: explicit namespace, the coordination namespace ------------------------------------
@@ -102,6 +100,16 @@ deny contains msg if {
 	msg := concat("", ["RBAC-2 ", head.label, ": namespace ", head.namespace, " is not the coordination namespace ", want, " of config.json"])
 }
 
+# Per document too: whatever config.json says, RBAC never lands in a namespace the cluster owns.
+system_namespaces := {"kube-system", "kube-public", "kube-node-lease"}
+
+deny contains msg if {
+	some head in heads
+	head.kind in {"Role", "RoleBinding"}
+	head.namespace in system_namespaces
+	msg := concat("", ["RBAC-2 ", head.label, ": namespace ", head.namespace, " belongs to the cluster, not to the chart"])
+}
+
 deny contains msg if {
 	some binding in objects_of_kind("RoleBinding")
 	some role in objects_of_kind("Role")
@@ -110,7 +118,7 @@ deny contains msg if {
 	msg := concat("", ["RBAC-2 ", label(binding), ": namespace ", namespace_of(binding), " differs from its Role's ", namespace_of(role)])
 }
 
-# --- RBAC-3: the Role's permissions equal SPEC §10 as a set -------------------------------------
+# --- RBAC-3: the Role's permissions equal the store's as a set -----------------------------------
 
 deny contains msg if {
 	some role in objects_of_kind("Role")
@@ -119,7 +127,7 @@ deny contains msg if {
 	extra := actual - want
 	missing := want - actual
 	count(extra) + count(missing) > 0
-	msg := concat("", ["RBAC-3 ", label(role), ": rules differ from SPEC §10: extra [", concat(", ", sort(extra)), "]; missing [", concat(", ", sort(missing)), "]"])
+	msg := concat("", ["RBAC-3 ", label(role), ": rules differ from the store's permissions: extra [", concat(", ", sort(extra)), "]; missing [", concat(", ", sort(missing)), "]"])
 }
 
 # --- RBAC-4: no wildcards, no nonResourceURLs -------------------------------------------------
@@ -181,10 +189,8 @@ deny contains msg if {
 
 # --- RBAC-7: Lease get/update pinned by name; create in its own unpinned rule ---------------------
 
-# (rego-cpp cannot parse `some i, x in` inside a comprehension, hence the index form.)
 lease_rules(obj) := [{"index": i, "rule": rule} |
-	some i
-	rule := object.get(obj, "rules", [])[i]
+	some i, rule in object.get(obj, "rules", [])
 	"coordination.k8s.io" in object.get(rule, "apiGroups", [])
 	"leases" in object.get(rule, "resources", [])
 ]

@@ -22,7 +22,7 @@ cluster_role := {
 
 test_rbac1_cluster_role_is_denied if {
 	denials := denies_combined(array.concat(fixture_release, [cluster_role]))
-	of_rule(denials, "RBAC-1") == {"RBAC-1 ClusterRole cr-reader: cluster-scoped RBAC is never rendered (SPEC §10)"}
+	of_rule(denials, "RBAC-1") == {"RBAC-1 ClusterRole cr-reader: cluster-scoped RBAC is never rendered"}
 }
 
 test_rbac1_cluster_role_binding_is_denied_per_document if {
@@ -30,7 +30,7 @@ test_rbac1_cluster_role_binding_is_denied_per_document if {
 		{"op": "replace", "path": "/kind", "value": "ClusterRoleBinding"},
 		{"op": "remove", "path": "/metadata/namespace"},
 	])
-	"RBAC-1 ClusterRoleBinding cr-checkpoint-runtime: cluster-scoped RBAC is never rendered (SPEC §10)" in denies_single(binding)
+	"RBAC-1 ClusterRoleBinding cr-checkpoint-runtime: cluster-scoped RBAC is never rendered" in denies_single(binding)
 }
 
 # --- RBAC-2 ---
@@ -56,32 +56,42 @@ test_rbac2_role_outside_the_coordination_namespace_is_denied if {
 
 # --- RBAC-3: set equality, in both directions ---
 
+test_rbac2_role_in_kube_system_is_denied_per_document if {
+	role := json.patch(fixture_role, [{"op": "replace", "path": "/metadata/namespace", "value": "kube-system"}])
+	of_rule(denies_single(role), "RBAC-2") == {"RBAC-2 Role cr-checkpoint-runtime: namespace kube-system belongs to the cluster, not to the chart"}
+}
+
+test_rbac2_binding_in_kube_public_is_denied_per_document if {
+	binding := json.patch(fixture_role_binding, [{"op": "replace", "path": "/metadata/namespace", "value": "kube-public"}])
+	of_rule(denies_single(binding), "RBAC-2") == {"RBAC-2 RoleBinding cr-checkpoint-runtime: namespace kube-public belongs to the cluster, not to the chart"}
+}
+
 test_rbac3_extra_delete_verb_is_denied if {
-	of_rule(denies_combined(add_configmap_verb("delete")), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [delete configmaps]; missing []"}
+	of_rule(denies_combined(add_configmap_verb("delete")), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [delete configmaps]; missing []"}
 }
 
 test_rbac3_extra_watch_verb_is_denied_per_document if {
 	role := json.patch(fixture_role, [{"op": "add", "path": "/rules/0/verbs/-", "value": "watch"}])
-	of_rule(denies_single(role), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [watch configmaps]; missing []"}
+	of_rule(denies_single(role), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [watch configmaps]; missing []"}
 }
 
 test_rbac3_extra_patch_verb_is_denied if {
-	of_rule(denies_combined(add_configmap_verb("patch")), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [patch configmaps]; missing []"}
+	of_rule(denies_combined(add_configmap_verb("patch")), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [patch configmaps]; missing []"}
 }
 
 test_rbac3_missing_verb_is_denied if {
 	docs := patched_role([{"op": "replace", "path": "/rules/0/verbs", "value": ["get", "update", "create"]}])
-	of_rule(denies_combined(docs), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra []; missing [list configmaps]"}
+	of_rule(denies_combined(docs), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra []; missing [list configmaps]"}
 }
 
 test_rbac3_extra_resource_is_denied if {
 	docs := patched_role([{"op": "add", "path": "/rules/0/resources/-", "value": "events"}])
-	of_rule(denies_combined(docs), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [create events, get events, list events, update events]; missing []"}
+	of_rule(denies_combined(docs), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [create events, get events, list events, update events]; missing []"}
 }
 
 test_rbac3_configmaps_pinned_by_name_is_denied if {
 	docs := patched_role([{"op": "add", "path": "/rules/0/resourceNames", "value": ["one"]}])
-	of_rule(denies_combined(docs), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [create configmaps/one, get configmaps/one, list configmaps/one, update configmaps/one]; missing [create configmaps, get configmaps, list configmaps, update configmaps]"}
+	of_rule(denies_combined(docs), "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [create configmaps/one, get configmaps/one, list configmaps/one, update configmaps/one]; missing [create configmaps, get configmaps, list configmaps, update configmaps]"}
 }
 
 test_rbac3_regrouped_rules_with_the_same_permissions_pass if {
@@ -118,13 +128,23 @@ test_rbac4_non_resource_urls_are_denied if {
 	"RBAC-4 Role cr-checkpoint-runtime: rules[3] grants nonResourceURLs" in denies_combined(docs)
 }
 
+test_rbac4_aggregation_rule_is_denied if {
+	aggregated := json.patch(cluster_role, [{"op": "add", "path": "/aggregationRule", "value": {"clusterRoleSelectors": [{"matchLabels": {"rbac.example.com/aggregate-to-view": "true"}}]}}])
+	of_rule(denies_single(aggregated), "RBAC-4") == {"RBAC-4 ClusterRole cr-reader: aggregationRule pulls in rules the chart does not list"}
+}
+
+test_rbac4_non_resource_urls_of_a_cluster_role_are_denied_per_document if {
+	urls := json.patch(cluster_role, [{"op": "replace", "path": "/rules/0", "value": {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}}])
+	of_rule(denies_single(urls), "RBAC-4") == {"RBAC-4 ClusterRole cr-reader: rules[0] grants nonResourceURLs"}
+}
+
 # --- RBAC-5 ---
 
 test_rbac5_secrets_access_is_denied if {
 	docs := patched_role([{"op": "add", "path": "/rules/-", "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}])
 	denials := denies_combined(docs)
 	of_rule(denials, "RBAC-5") == {"RBAC-5 Role cr-checkpoint-runtime: rules[3] grants access to the forbidden resource secrets"}
-	of_rule(denials, "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [get secrets]; missing []"}
+	of_rule(denials, "RBAC-3") == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [get secrets]; missing []"}
 }
 
 test_rbac5_pods_exec_is_denied if {
@@ -184,7 +204,7 @@ test_rbac7_lease_name_differs_from_config_is_denied if {
 	docs := patched_role([{"op": "replace", "path": "/rules/1/resourceNames", "value": ["other-lease"]}])
 	denials := denies_combined(docs)
 	"RBAC-7 Role cr-checkpoint-runtime: pins Lease [other-lease] but config.json leaseName is [cr-checkpoint-runtime]" in denials
-	"RBAC-3 Role cr-checkpoint-runtime: rules differ from SPEC §10: extra [get leases.coordination.k8s.io/other-lease, update leases.coordination.k8s.io/other-lease]; missing [get leases.coordination.k8s.io/cr-checkpoint-runtime, update leases.coordination.k8s.io/cr-checkpoint-runtime]" in denials
+	"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [get leases.coordination.k8s.io/other-lease, update leases.coordination.k8s.io/other-lease]; missing [get leases.coordination.k8s.io/cr-checkpoint-runtime, update leases.coordination.k8s.io/cr-checkpoint-runtime]" in denials
 }
 
 test_rbac7_lease_name_is_checked_against_config_only_when_combined if {
@@ -232,6 +252,11 @@ test_rbac8_anonymous_user_subject_is_denied if {
 	denials := of_rule(denies_combined(docs), "RBAC-8")
 	"RBAC-8 RoleBinding cr-checkpoint-runtime: subject User system:anonymous is not a ServiceAccount" in denials
 	"RBAC-8 RoleBinding cr-checkpoint-runtime: subject system:anonymous is a built-in identity, not the chart's ServiceAccount" in denials
+}
+
+test_rbac8_any_system_subject_is_denied if {
+	docs := patched_binding([{"op": "replace", "path": "/subjects/0", "value": {"kind": "User", "name": "system:kube-scheduler", "apiGroup": "rbac.authorization.k8s.io"}}])
+	"RBAC-8 RoleBinding cr-checkpoint-runtime: subject system:kube-scheduler is a built-in identity, not the chart's ServiceAccount" in denies_combined(docs)
 }
 
 test_rbac8_default_service_account_subject_is_denied if {

@@ -13,11 +13,10 @@ test_default_release_has_no_denies_per_document if {
 	}
 }
 
-test_default_release_warns_only_about_tag_pinning_and_test_pod_selection if {
+test_default_release_warns_only_about_tag_pinning if {
 	warns_combined(fixture_release) == {
 		"POD-15 Deployment cr-checkpoint-runtime: container runtime: image checkpoint-runtime:0.1.0 is pinned by tag only; a digest cannot move",
 		"POD-15 Pod cr-checkpoint-runtime-test: container healthz: image checkpoint-runtime:0.1.0 is pinned by tag only; a digest cannot move",
-		"HYG-22 Pod cr-checkpoint-runtime-test: the test pod matches the selector of Service cr-checkpoint-runtime",
 	}
 }
 

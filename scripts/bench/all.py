@@ -381,7 +381,7 @@ def targets(results: Results) -> list[Target]:
             "not measured" if render_ratio is None else f"{render_ratio:g}x",
             None if render_ratio is None else render_ratio >= RENDER_TARGET,
             (
-                "scripts/bench/render.py (GATE helper) "
+                "scripts/bench/render.py "
                 + (
                     "did not print a recognisable ratio; see its output below."
                     if render_ran
@@ -394,7 +394,7 @@ def targets(results: Results) -> list[Target]:
                 if render_ratio >= RENDER_TARGET
                 else f"missed: {render_ratio:g}x against {RENDER_TARGET:g}x "
                 f"({RENDER_TARGET / render_ratio:.1f}x short); per-document times in "
-                "render.py's table below (the GATE helper owns that analysis)."
+                "render.py's table below."
             ),
         )
     )
@@ -562,7 +562,7 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
     lines += [table.markdown() for table in results.store_ops.tables]
     lines += ["## 5. Store performance at scale (scripts/bench/scale.py)", ""]
     lines += [table.markdown() for table in results.scale.tables]
-    lines += ["## 6. Shard sizes of the measured configurations (scripts/bench/store.py)", ""]
+    lines += ["## 6. Shard sizes of the reference configurations (scripts/bench/store.py)", ""]
     store = next((item for item in results.externals if item.name == "store"), None)
     lines += _external_section(store) if store else ["Not run (`--no-external`).", ""]
     return "\n".join(lines).rstrip() + "\n"

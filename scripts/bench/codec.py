@@ -2,7 +2,7 @@
 
 The baseline is what the old design and Helm do: gzip of the sorted compact JSON map. Both run
 in this one process, interleaved repetition by repetition (the order rotates), and every time
-is the median over the repetitions. Two SPEC §11 workloads (one object-store feed shard each):
+is the median over the repetitions. Two reference workloads (one object-store feed shard each):
 `old-design` (base64 names over a shared prefix) and `uuid` (high-entropy object names).
 
 A second table compares deflate back-ends on the same base envelope bytes (zlib, libdeflate
@@ -80,7 +80,7 @@ class Table:
 
 
 def baseline_encode(rows: Mapping[str, str]) -> bytes:
-    """The baseline exactly as issue 6 states it."""
+    """The baseline: the old design's encoding, gzip of the sorted compact JSON map."""
     text = json.dumps(rows, sort_keys=True, separators=(",", ":"))
     return gzip.compress(text.encode(), mtime=0)
 

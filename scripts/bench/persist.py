@@ -1,4 +1,4 @@
-"""Persist-cost benchmark (issue 6, measure 2) on a real kube-apiserver + etcd.
+"""Persist-cost benchmark (measure 2) on a real kube-apiserver + etcd.
 
 1. Latency of persisting one dirty 5000-row shard through the store (encode, guarded PUT,
    bookkeeping) versus a raw PUT of the same bytes (`replace_namespaced_config_map`, retries 0),

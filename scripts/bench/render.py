@@ -1,32 +1,43 @@
-"""`just bench-render`: values documents per second through render + schema + policy.
+"""`just bench-render`: the render gate against the `helm template` + `conftest test` pipeline.
 
-Two pipelines side by side, in one run, on the same values documents (the defaults, each
-ci/*-values.yaml, and a few generated variants):
-- in-process: Helm SDK render, jsonschema, strict Kubernetes schemas, compiled regopy policies;
-- subprocess: `helm template` per document, then the same checks.
-The policies and schemas are compiled once per pipeline; only the per-document work is timed.
-Prints a table; asserts nothing (performance is measured here, never in tests).
+Both are timed on the same values documents (the defaults, each ci/*-values.yaml, and a few
+variants), interleaved document by document so machine load hits both alike:
+- in-process gate: `Gate.run` (Helm SDK render, values schema, strict Kubernetes schemas, the
+  policies compiled to Wasm: every document alone and the combined release);
+- CLI pipeline, what a platform team runs: `helm template` to a file, then `conftest test` and
+  `conftest test --combine` on it (the pinned binaries of scripts/testenv).
+A breakdown of the in-process gate's stages follows, then a one-shot comparison of CPU time:
+`checkpoint-runtime gate --matrix` as a fresh process against the CLI pipeline over the same
+values documents. Prints tables; asserts nothing (performance is measured here, never in tests).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from checkpoint_runtime.gate.engine import Mode
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
+from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR, POLICY_DIR
 from checkpoint_runtime.gate.pipeline import Gate
-from checkpoint_runtime.gate.render import CliRenderer, SdkRenderer
-from checkpoint_testenv import binaries
+from checkpoint_testenv import binaries, policytools
+
+Values = dict[str, Any]
 
 
-def documents() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = [{}]
+def documents() -> list[Values]:
+    docs: list[Values] = [{}]
     for path in sorted(CI_VALUES_DIR.glob("*-values.yaml")):
         docs.append(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
     for replicas in (1, 3):
@@ -34,61 +45,146 @@ def documents() -> list[dict[str, Any]]:
     return docs
 
 
-def timed(
-    label: str, step: Callable[[dict[str, Any]], object], docs: list[dict[str, Any]], rounds: int
-) -> dict[str, Any]:
-    per_doc: list[float] = []
-    start = time.perf_counter()
+class CliPipeline:
+    """helm template > manifests.yaml; conftest test; conftest test --combine."""
+
+    def __init__(self, helm: Path, conftest: Path, scratch: Path) -> None:
+        self.helm, self.conftest, self.scratch = helm, conftest, scratch
+
+    def commands(self, values_file: Path | None, manifests: Path) -> list[list[str]]:
+        template = [str(self.helm), "template", "cr", str(CHART_DIR), "--namespace", "apps"]
+        template += ["-f", str(values_file)] if values_file else []
+        conftest = [str(self.conftest), "test", "--no-color", "-p", str(POLICY_DIR)]
+        return [template, [*conftest, str(manifests)], [*conftest, "--combine", str(manifests)]]
+
+    def run(self, values: Values) -> None:
+        values_file = self.scratch / "values.json"
+        values_file.write_text(json.dumps(values), encoding="utf-8")
+        manifests = self.scratch / "manifests.yaml"
+        template, *checks = self.commands(values_file, manifests)
+        with manifests.open("w", encoding="utf-8") as out:
+            subprocess.run(template, stdout=out, check=True)
+        for command in checks:
+            subprocess.run(command, stdout=subprocess.DEVNULL, check=False)
+
+
+def interleaved(
+    steps: dict[str, Callable[[Values], object]], docs: list[Values], rounds: int
+) -> dict[str, list[float]]:
+    """Seconds per document for each step, the steps alternating on every document."""
+    times: dict[str, list[float]] = {label: [] for label in steps}
     for _ in range(rounds):
         for values in docs:
-            t0 = time.perf_counter()
-            step(values)
-            per_doc.append(time.perf_counter() - t0)
-    total = time.perf_counter() - start
-    return {
-        "label": label,
-        "docs": len(per_doc),
-        "per_second": len(per_doc) / total,
-        "median_ms": statistics.median(per_doc) * 1000,
-        "p95_ms": sorted(per_doc)[int(len(per_doc) * 0.95) - 1] * 1000,
-    }
+            for label, step in steps.items():
+                start = time.perf_counter()
+                step(values)
+                times[label].append(time.perf_counter() - start)
+    return times
+
+
+def row(label: str, seconds: list[float], baseline: list[float]) -> str:
+    median = statistics.median(seconds) * 1000
+    p95 = sorted(seconds)[max(0, int(len(seconds) * 0.95) - 1)] * 1000
+    ratio = statistics.median(baseline) / statistics.median(seconds)
+    return (
+        f"| {label} | {len(seconds)} | {len(seconds) / sum(seconds):.1f} | {median:.1f} "
+        f"| {p95:.1f} | {ratio:.1f}x |"
+    )
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_shot(pipeline: CliPipeline) -> tuple[float, float, float, float]:
+    """(gate CPU s, gate wall s, pipeline CPU s, pipeline wall s) over the --matrix documents."""
+    cpu, wall = children_cpu(), time.perf_counter()
+    gate = [sys.executable, "-m", "checkpoint_runtime", "gate", "--matrix", "-q"]
+    subprocess.run(gate, stdout=subprocess.DEVNULL, check=True)
+    gate_cpu, gate_wall = children_cpu() - cpu, time.perf_counter() - wall
+    files: list[Path | None] = [None, *sorted(CI_VALUES_DIR.glob("*-values.yaml"))]
+    cpu, wall = children_cpu(), time.perf_counter()
+    for values_file in files:
+        manifests = pipeline.scratch / "one-shot.yaml"
+        template, *checks = pipeline.commands(values_file, manifests)
+        with manifests.open("w", encoding="utf-8") as out:
+            subprocess.run(template, stdout=out, check=True)
+        for command in checks:
+            subprocess.run(command, stdout=subprocess.DEVNULL, check=False)
+    return gate_cpu, gate_wall, children_cpu() - cpu, time.perf_counter() - wall
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="passes over the documents")
+    parser.add_argument("--rounds", type=int, default=5, help="passes over the documents")
     args = parser.parse_args()
     docs = documents()
+    helm = binaries.locate() / "helm"
+    with tempfile.TemporaryDirectory() as scratch:
+        pipeline = CliPipeline(helm, policytools.conftest(), Path(scratch))
+        gate = Gate()
+        for values in docs[:2]:  # warm: first render, validators, Wasm instance
+            gate.run(values)
+            pipeline.run(values)
+        sdk = gate.renderer
 
-    sdk_gate = Gate()  # in-process SDK renderer
-    cli_gate = Gate(CliRenderer(CHART_DIR, binaries.locate() / "helm"))
-    sdk = SdkRenderer(CHART_DIR)
-    for gate in (sdk_gate, cli_gate):  # warm caches (schema validators, first render)
-        gate.run({})
+        def render(values: Values) -> object:
+            return sdk.render(values)
 
-    def render_only(values: dict[str, Any]) -> object:
-        return sdk.render(values)
+        def render_and_schema(values: Values) -> object:
+            gate.schema.violations(gate._sdk.merged_values(values))
+            return sdk.render(values)
 
-    def policy_only_combined(values: dict[str, Any]) -> object:
-        return sdk_gate.policies.evaluate(sdk.render(values), [Mode.COMBINED])
+        def kubernetes(values: Values) -> object:
+            return gate.kubernetes_findings(sdk.render(values))
 
-    rows = [
-        timed("in-process: SDK render only", render_only, docs, args.rounds),
-        timed("in-process: SDK render + combined policy", policy_only_combined, docs, args.rounds),
-        timed("in-process: SDK + schema + k8s + policy (gate)", sdk_gate.run, docs, args.rounds),
-        timed("subprocess: helm template + same checks (gate)", cli_gate.run, docs, args.rounds),
-    ]
-    width = max(len(row["label"]) for row in rows)
-    print(f"values documents: {len(docs)} distinct x {args.rounds} rounds")
-    print(f"{'pipeline':<{width}}  {'docs':>5}  {'docs/s':>8}  {'median ms':>9}  {'p95 ms':>8}")
-    for row in rows:
-        print(
-            f"{row['label']:<{width}}  {row['docs']:>5}  {row['per_second']:>8.1f}  "
-            f"{row['median_ms']:>9.1f}  {row['p95_ms']:>8.1f}"
+        def policies(values: Values) -> object:
+            return gate.policies.evaluate(sdk.render(values), [Mode.DOCUMENT, Mode.COMBINED])
+
+        times = interleaved(
+            {
+                "CLI: helm template + conftest test + conftest test --combine": pipeline.run,
+                "in-process gate (render, schemas, policies)": gate.run,
+                "  stage: SDK render": render,
+                "  stage: render + values schema": render_and_schema,
+                "  stage: render + Kubernetes schemas": kubernetes,
+                "  stage: render + policies (per document and combined)": policies,
+            },
+            docs,
+            args.rounds,
         )
-    sdk_rate, cli_rate = rows[2]["per_second"], rows[3]["per_second"]
-    print(f"in-process gate is {sdk_rate / cli_rate:.1f}x the helm-template gate")
+        shot = one_shot(pipeline)
+    cli = times["CLI: helm template + conftest test + conftest test --combine"]
+    print(f"values documents: {len(docs)} distinct x {args.rounds} rounds, interleaved")
+    print()
+    print("| pipeline | docs | docs/s | median ms | p95 ms | vs CLI (median) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, seconds in times.items():
+        print(row(label, seconds, cli))
+    print()
+    gate_cpu, gate_wall, cli_cpu, cli_wall = shot
+    print(f"one-shot over the {1 + len(list(CI_VALUES_DIR.glob('*-values.yaml')))} matrix values")
+    print("documents, CPU (user + sys) and wall time of the child processes:")
+    print()
+    print("| run | CPU s | wall s |")
+    print("|---|---:|---:|")
+    print(
+        f"| `checkpoint-runtime gate --matrix` (one fresh process) | {gate_cpu:.2f} "
+        f"| {gate_wall:.2f} |"
+    )
+    print(
+        f"| helm template + conftest test + --combine, per document | {cli_cpu:.2f} "
+        f"| {cli_wall:.2f} |"
+    )
+    print()
+    ratio = statistics.median(cli) / statistics.median(
+        times["in-process gate (render, schemas, policies)"]
+    )
+    print(f"one-shot CPU: the gate uses {cli_cpu / gate_cpu:.1f}x less than the CLI pipeline")
+    print(f"in-process gate is {ratio:.1f}x the helm template + conftest pipeline")
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
     main()

@@ -1,4 +1,4 @@
-"""Shard sizes of the SPEC §11 configurations beside the old design's figures (`just bench-store`).
+"""Shard sizes of the reference configurations beside the old design's figures (`just bench-store`).
 
 For each configuration (each feed at max_seen_keys 5000, with ordinary flowlogs cursor and
 replay rows beside them): the legacy single-ConfigMap raw bytes, shard count, total and largest
@@ -105,14 +105,14 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5000, help="seen rows per feed")
     args = parser.parse_args()
     for shape in SHAPES if args.shape == "all" else (args.shape,):
-        print(f"\n§11 configurations, workload {shape!r}, {args.rows} seen rows per feed")
+        print(f"\nreference configurations, workload {shape!r}, {args.rows} seen rows per feed")
         print(
             "(compressed bytes are the gzip-shards-v2 blobs the API server counts; limit "
             f"{CONFIGMAP_VALUE_LIMIT:,} per shard)\n"
         )
         print(report(shape, args.rows))
     print(
-        "\nOLD TOTAL / LARGEST: the old design's figures (SPEC §11, feed shards only, measured on"
+        "\nOLD TOTAL / LARGEST: the old design's figures (feed shards only, measured on"
         " its own generator). BASELINE FEEDS / LARGEST: the old design's encoding (gzip of the"
         " sorted compact JSON map) of each feed shard of THIS workload - the like-for-like"
         " comparison with FEED TOTAL / LARGEST. GZIP(LEGACY): the whole legacy map as one value."

@@ -1,4 +1,4 @@
-"""Store benchmark (issue 6, measure 4): in-memory set/get, synchronous batch, open of 100 shards.
+"""Store benchmark (measure 4): in-memory set/get, synchronous batch, open of 100 shards.
 
 - `set` and `get` are in memory (they only mark the owning shard dirty), timed over a store
   holding one 5000-row feed shard.

@@ -36,7 +36,9 @@ class Command:
 # The extra that provides each third-party module a command may import; a missing one is
 # reported as `pip install 'checkpoint-runtime[extra]'` instead of an import traceback.
 EXTRA_MODULES: dict[str, frozenset[str]] = {
-    "gate": frozenset({"regopy", "helm_python", "kubernetes_validate", "yaml"}),
+    "gate": frozenset(
+        {"opapywasm", "wasmtime", "jsonschema_rs", "helm_python", "kubernetes_validate", "yaml"}
+    ),
 }
 
 COMMANDS: dict[str, Command] = {
@@ -112,7 +114,9 @@ def load_command(name: str) -> ModuleType:
     except ModuleNotFoundError as error:
         missing = (error.name or "").partition(".")[0]
         if command.extra and missing in EXTRA_MODULES[command.extra]:
-            raise MissingExtraError(command.extra, f"`{PROG} {name}`", missing) from None
+            raise MissingExtraError(
+                "", f"`{PROG} {name}` (module {missing!r})", command.extra
+            ) from None
         raise
 
 

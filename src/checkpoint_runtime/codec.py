@@ -1,4 +1,4 @@
-"""The shard codec (SPEC §4): writes `gzip-shards-v2`, reads v2 and v1; deterministic, bounded,
+"""The shard codec: writes `gzip-shards-v2`, reads v2 and v1; deterministic, bounded,
 fail-closed.
 
 A v2 blob is a standard multi-member gzip stream (`gzip -dc` prints every member in order), one

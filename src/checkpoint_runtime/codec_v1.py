@@ -1,4 +1,4 @@
-"""The `gzip-shards-v1` envelope (SPEC §4): still read, written only by tests and fixtures.
+"""The `gzip-shards-v1` envelope: still read, written only by tests and fixtures.
 
 A v1 blob is one gzip member (zlib level 9, fixed header) of this JSON envelope
 (schemas/shard-envelope.schema.json):

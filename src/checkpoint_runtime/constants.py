@@ -2,25 +2,25 @@
 
 from typing import Final
 
-# §6: the API server sums len(value) over data and binaryData (decoded bytes) and rejects
+# the API server sums len(value) over data and binaryData (decoded bytes) and rejects
 # more than MaxSecretSize (k8s.io/api core/v1 types.go). Keys and metadata do not count.
 CONFIGMAP_VALUE_LIMIT: Final = 1_048_576
 
-# §4: an envelope that decodes to more than this is rejected; the encoder refuses to make one.
+# an envelope that decodes to more than this is rejected; the encoder refuses to make one.
 MAX_DECODED_ENVELOPE: Final = 128 * 1024 * 1024
 
-# §4: the shard format written, every format ever written (all stay readable), and the single
+# the shard format written, every format ever written (all stay readable), and the single
 # binaryData entry.
 SHARD_FORMAT: Final = "gzip-shards-v2"
 SHARD_FORMAT_V1: Final = "gzip-shards-v1"
 SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT)
 SHARD_DATA_KEY: Final = "checkpoint.json.gz"
 
-# §8: the old release's single-ConfigMap format.
+# the old release's single-ConfigMap format.
 LEGACY_FORMAT: Final = "legacy-json-v1"
 LEGACY_DATA_KEY: Final = "checkpoints.json"
 
-# §5: labels select a store's shards for discovery; annotations carry what labels cannot.
+# labels select a store's shards for discovery; annotations carry what labels cannot.
 LABEL_PREFIX: Final = "checkpoint-runtime.io"
 LABEL_COMPONENT: Final = f"{LABEL_PREFIX}/component"
 LABEL_STORE: Final = f"{LABEL_PREFIX}/store"
@@ -37,65 +37,68 @@ ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"
 
-# §2: one shared deadline covers a whole open, batch, debounced persist or flush.
+# one shared deadline covers a whole open, batch, debounced persist or flush.
 DEFAULT_DEADLINE_SECONDS: Final = 30.0
 DEFAULT_DEBOUNCE_SECONDS: Final = 1.0
 DEFAULT_MAX_SEEN_KEYS: Final = 5000
-# §2: a persist of several dirty shards sends this many writes at once at most (they are API
+# a persist of several dirty shards sends this many writes at once at most (they are API
 # calls, I/O bound; one shard's writes are always serialised).
 PERSIST_CONCURRENCY: Final = 4
 
-# §7: client-go leader election defaults.
+# client-go leader election defaults.
 LEASE_DURATION_SECONDS: Final = 15.0
 RENEW_DEADLINE_SECONDS: Final = 10.0
 RETRY_PERIOD_SECONDS: Final = 2.0
 
-# §5 (store helper): what discovery needs besides the keys above.
+# what discovery needs besides the keys above.
 ANNOTATION_LEASE: Final = f"{LABEL_PREFIX}/lease"
 SHARD_NAME_HASH_CHARS: Final = 16
 STORE_LABEL_HASH_CHARS: Final = 16
 MAX_DNS_SUBDOMAIN: Final = 253
 
-# §8: the legacy object carries this annotation (value: the digest that was migrated) once every
+# the legacy object carries this annotation (value: the digest that was migrated) once every
 # shard is durable; "sha256:" prefixes every digest the store records.
 DIGEST_PREFIX: Final = "sha256:"
 
-# §4: gzip effort of the v1 writer (zlib) and the baseline; 9 is zlib's smallest output.
+# gzip effort of the v1 writer (zlib) and the baseline; 9 is zlib's smallest output.
 GZIP_LEVEL: Final = 9
-# §4: libdeflate level of the v2 writer (measured on the v2 envelope: 0.9 of zlib 9's bytes at a
+# libdeflate level of the v2 writer (measured on the v2 envelope: 0.9 of zlib 9's bytes at a
 # third of its time; level 6 is faster still but 6 % larger, 12 smaller but 5x slower;
 # scripts/bench/codec.py).
 FAST_DEFLATE_LEVEL: Final = 9
-# §4: libdeflate level of v2 delta members, written at every persist (measured on an 800-row
+# libdeflate level of v2 delta members, written at every persist (measured on an 800-row
 # delta: level 6 a fifth of level 9's time for 1-20 % more bytes).
 DELTA_DEFLATE_LEVEL: Final = 6
-# §4: a v2 column is cut into runs sharing a prefix; the prefix length is the longest that keeps
+# a v2 column is cut into runs sharing a prefix; the prefix length is the longest that keeps
 # this many entries a run on average (measured on both workloads: smallest output; fewer runs
 # decode faster, more runs remove more shared characters).
 MEAN_RUN_ENTRIES: Final = 6
-# §4: a shard's delta member may grow to this fraction of its base member (compressed bytes)
+# a shard's delta member may grow to this fraction of its base member (compressed bytes)
 # before the next persist writes a new base instead (compaction); a Store option.
 DEFAULT_COMPACTION_RATIO: Final = 0.5
 
-# §11: the old design's measured shard figures (total bytes, largest shard bytes) per configuration.
+# the old design's measured shard figures (total bytes, largest shard bytes) per configuration.
 OLD_DESIGN_FIGURES: Final = {
     "one-feed": (15_846, 15_846),
     "three-feeds": (47_381, 15_847),
     "three-tailnets": (143_519, 16_302),
 }
 
-# §7: client-go's JitterFactor: candidates wait retry x (1 + rand x 1.2); renew deadline must
+# client-go's JitterFactor: candidates wait retry x (1 + rand x 1.2); renew deadline must
 # exceed retry x 1.2.
 LEADER_ELECTION_JITTER_FACTOR: Final = 1.2
 
-# Collectors (runtime helper): defaults of schemas/runtime-config.schema.json, and how many
+# Collectors: defaults of schemas/runtime-config.schema.json, and how many
 # objects one synchronous checkpoint batch covers (the most a crash can repeat).
 DEFAULT_POLL_SECONDS: Final = 10.0
 DEFAULT_REPLAY_WINDOW_SECONDS: Final = 300.0
 OBJECTSTORE_CHUNK_OBJECTS: Final = 100
+# URL schemes an objectstore collector reads (the schemas' objectstoreUrl pattern), and the
+# package extra each needs beyond the base install ("" for none).
+OBJECTSTORE_URL_EXTRAS: Final = {"file": "", "s3": "s3"}
 FLOWLOGS_REQUEST_TIMEOUT_SECONDS: Final = 10.0
 
-# Runtime process (runtime helper): HTTP port, file-store defaults when no config is given,
+# Runtime process: HTTP port, file-store defaults when no config is given,
 # and the client-go healthz tolerance past an unrenewed lease.
 DEFAULT_HTTP_PORT: Final = 8080
 DEFAULT_HTTP_BIND: Final = "0.0.0.0"
@@ -104,20 +107,20 @@ DEFAULT_STORE_NAME: Final = "checkpoint-runtime"
 LEADER_HEALTH_TOLERANCE_SECONDS: Final = 20.0
 RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
 
-# §6 (store helper): the startup projection encodes at most this many seen rows per shard and
+# the startup projection encodes at most this many seen rows per shard and
 # scales linearly beyond (compressed size grows linearly in rows); the representative workload
 # is the high-entropy UUID shape, the conservative one.
 PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
 PROJECTION_SHAPE: Final = "uuid"
 PROJECTION_GAP_ROWS: Final = 16
 
-# §4 (store helper): ids are stored base64-decoded only when that shrinks their compressed column
+# ids are stored base64-decoded only when that shrinks their compressed column
 # to at most this fraction: decoding has to re-encode every such id, which costs time (measured:
 # at gzip level 6, UUID names 0.80-0.84, sequential names 0.91-0.94 of the plain column).
 BASE64_DECODED_MAX_FRACTION: Final = 0.88
 BASE64_TRIAL_ROWS: Final = 1000  # rows of a group the decision is measured on
 
-# §4 (store helper): a front-coded column gets one uniform prefix length when the per-entry
+# a front-coded column gets one uniform prefix length when the per-entry
 # prefixes would share at most this many characters more per entry on average (measured: UUID
 # names in time order share ~0.1 more; sequential names and sorted timestamps share many more).
 UNIFORM_PREFIX_SLACK: Final = 0.5

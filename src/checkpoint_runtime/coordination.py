@@ -1,4 +1,4 @@
-"""The store's side of leadership (SPEC §7): who wrote a shard, under which epoch.
+"""The store's side of leadership: who wrote a shard, under which epoch.
 
 Leader election alone does not fence a paused ex-leader. Every shard therefore carries the
 writer identity and leadership epoch (e.g. the Lease's leaseTransitions); a new leader restamps

@@ -1,4 +1,4 @@
-"""One monotonic deadline shared by every step of an operation (SPEC §2: not 30 s per shard)."""
+"""One monotonic deadline shared by every step of an operation (not 30 s per shard)."""
 
 from __future__ import annotations
 

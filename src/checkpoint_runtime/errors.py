@@ -1,4 +1,4 @@
-"""Distinct, exported error types of the checkpoint store (SPEC §2, §12).
+"""Distinct, exported error types of the checkpoint store.
 
 Callers branch on the type, never on a message: a conflict means "someone else wrote, stop",
 write-uncertain means "restart from the API state", oversize means "change a knob".
@@ -21,7 +21,7 @@ class ConfigError(CheckpointError):
 
 
 class KeyGrammarError(CheckpointError):
-    """A key fits no collector grammar of SPEC §3; it is rejected, never guessed."""
+    """A key fits no collector's key grammar; it is rejected, never guessed."""
 
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"key {key!r} fits no checkpoint key grammar: {reason}")
@@ -51,7 +51,7 @@ class ConflictError(CheckpointError):
 
 
 class EpochFencedError(ConflictError):
-    """The shard is stamped with a newer leadership epoch than ours: we were deposed (§7)."""
+    """The shard is stamped with a newer leadership epoch than ours: we were deposed."""
 
     def __init__(self, shard: str, ours: int, stored: int, stored_writer: str) -> None:
         super().__init__(
@@ -73,7 +73,7 @@ class WriteUncertainError(CheckpointError):
 
 
 class OversizeError(CheckpointError):
-    """An encoded shard exceeds what the API server admits; nothing was written or dropped (§6)."""
+    """An encoded shard exceeds what the API server admits; nothing was written or dropped."""
 
     def __init__(self, shard: str, size: int, limit: int, rows: int) -> None:
         super().__init__(
@@ -87,7 +87,7 @@ class OversizeError(CheckpointError):
 
 
 class CorruptShardError(CheckpointError):
-    """A stored shard cannot be decoded or violates the format's invariants (§4); fail closed."""
+    """A stored shard cannot be decoded or violates the format's invariants; fail closed."""
 
     def __init__(self, shard: str, reason: str) -> None:
         super().__init__(f"shard {shard!r} is corrupt: {reason}")
@@ -96,7 +96,7 @@ class CorruptShardError(CheckpointError):
 
 
 class ForeignShardError(CorruptShardError):
-    """An object looks like one of our shards but its labels, name or annotations disagree (§5)."""
+    """An object looks like one of our shards but its labels, name or annotations disagree."""
 
 
 class ApiRefusedError(CheckpointError):
@@ -109,7 +109,7 @@ class ApiRefusedError(CheckpointError):
 
 
 class LegacyFormatError(CheckpointError):
-    """The legacy single-ConfigMap value is not a JSON object of string values (§8, §12)."""
+    """The legacy single-ConfigMap value is not a JSON object of string values."""
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"legacy checkpoint {name!r} is malformed: {reason}")
@@ -118,7 +118,7 @@ class LegacyFormatError(CheckpointError):
 
 
 class LegacyConflictError(CheckpointError):
-    """The legacy value differs from the one the shards were migrated from; open refuses (§8)."""
+    """The legacy value differs from the one the shards were migrated from; open refuses."""
 
     def __init__(
         self, legacy_name: str, legacy_digest: str, shards_digest: str, detail: str
@@ -135,21 +135,50 @@ class LegacyConflictError(CheckpointError):
         self.detail = detail
 
 
+class MissingExtraError(ConfigError):
+    """A config or a command needs an optional part of the package (an extra) not installed."""
+
+    def __init__(self, path: str, feature: str, extra: str) -> None:
+        super().__init__(
+            path,
+            f"{feature} needs the {extra!r} extra, which is not installed here: "
+            f"pip install 'checkpoint-runtime[{extra}]'",
+        )
+        if not path:  # a command, not a config key, needs it: no key path to name
+            self.args = (self.message,)
+        self.feature = feature
+        self.extra = extra
+
+
+class StorePathError(ConfigError):
+    """A file store's folder cannot be created or used (missing parent, not a folder, denied)."""
+
+    def __init__(self, path: str, folder: str, reason: str) -> None:
+        super().__init__(path, f"file store folder {folder}: {reason}")
+        self.folder = folder
+        self.reason = reason
+
+
+class NoStoreError(CheckpointError):
+    """A read-only command found no checkpoint store where it was pointed; nothing was created."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"no checkpoint store at {where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+class ValuesFileError(CheckpointError):
+    """A Helm values file (or --set expression) cannot be read, parsed, or is not a mapping."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
 class PackageDataError(CheckpointError):
     """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
-
-
-class MissingExtraError(CheckpointError):
-    """A subcommand or URL scheme needs an optional extra that is not installed."""
-
-    def __init__(self, extra: str, needed_for: str, module: str) -> None:
-        super().__init__(
-            f"{needed_for} needs the {extra!r} extra (module {module!r} is not installed): "
-            f"pip install 'checkpoint-runtime[{extra}]'"
-        )
-        self.extra = extra
-        self.needed_for = needed_for
-        self.module = module
 
 
 __all__ = [
@@ -165,8 +194,11 @@ __all__ = [
     "LegacyConflictError",
     "LegacyFormatError",
     "MissingExtraError",
+    "NoStoreError",
     "OversizeError",
     "PackageDataError",
+    "StorePathError",
     "UnencodableTextError",
+    "ValuesFileError",
     "WriteUncertainError",
 ]

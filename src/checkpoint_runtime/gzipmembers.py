@@ -1,4 +1,4 @@
-"""gzip members with a fixed header, and bounded decoding of a multi-member gzip stream (SPEC §4).
+"""gzip members with a fixed header, and bounded decoding of a multi-member gzip stream.
 
 Every member we write carries the same hand-written header (mtime 0, OS unknown), so equal
 input gives equal bytes. Two deflaters: zlib level 9 (the `gzip-shards-v1` writer and the

@@ -1,4 +1,4 @@
-"""What `checkpoint-runtime inspect` shows per shard (SPEC §9): the metrics, as a table or JSON.
+"""What `checkpoint-runtime inspect` shows per shard: the metrics, as a table or JSON.
 
 Reading only: the store is opened without migration, so inspecting never writes.
 """

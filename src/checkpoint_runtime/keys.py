@@ -1,4 +1,4 @@
-"""Checkpoint key grammar and ShardKey (SPEC §3).
+"""Checkpoint key grammar and ShardKey.
 
 A key is `[<tailnet>/]<kind>[/<name>...]/<row-kind>[/<id>]`. The collector namespace (everything up
 to the row kind) is the shard key, so every row of one collector lands in one shard. New collector

@@ -1,4 +1,4 @@
-"""Leader election on a `coordination.k8s.io/v1` Lease with client-go's semantics (SPEC §7).
+"""Leader election on a `coordination.k8s.io/v1` Lease with client-go's semantics.
 
 The Python client has no LeaseLock, so this is a small port of client-go's
 `tools/leaderelection`: the same validated timings (lease > renew deadline > 1.2 x retry),
@@ -8,7 +8,7 @@ and release on shutdown (holder "" and a 1 s lease, like ReleaseOnCancel). It ne
 create and update on one Lease.
 
 Leadership alone does not fence a paused ex-leader; the epoch (the Lease's transition count of
-our acquisition) is stamped into every shard so the data itself fences (§7).
+our acquisition) is stamped into every shard so the data itself fences.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 class LeadershipLostError(CheckpointError):
-    """We no longer hold the Lease within its renew deadline: stop writing (§7)."""
+    """We no longer hold the Lease within its renew deadline: stop writing."""
 
 
 Clock = Callable[[], float]

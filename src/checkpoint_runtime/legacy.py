@@ -1,4 +1,4 @@
-"""The old release's single-ConfigMap format (SPEC §8, schemas/legacy.schema.json).
+"""The old release's single-ConfigMap format (schemas/legacy.schema.json).
 
 One ConfigMap, one `data` entry holding a JSON object of every key. The store only reads it and
 annotates it after migration; the writer here is the old release's behaviour, kept for tests and

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the store (SPEC §9) on a dedicated registry.
+"""Prometheus metrics of the store on a dedicated registry.
 
 A dedicated CollectorRegistry keeps two stores in one process (tests, benchmarks) apart and lets
 the runtime serve exactly these series. The chart's PrometheusRule alerts on

@@ -1,4 +1,4 @@
-"""Migration from the old release's single ConfigMap (SPEC §8).
+"""Migration from the old release's single ConfigMap.
 
 Order matters: every shard is written (each recording the legacy digest) and only when all are
 durable is the legacy object annotated; its data is never changed, so the old release can still
@@ -66,7 +66,7 @@ def status(store: Store, legacy: LegacyState) -> LegacyStatus:
 
 
 def migrate_on_open(store: Store, deadline: Deadline) -> None:
-    """Migrate, resume or refuse, as SPEC §8 requires; called by Store.open after loading."""
+    """Migrate, resume or refuse, by the rules above; called by Store.open after loading."""
     legacy = store.backend.read_legacy(deadline)
     if legacy is None:
         return

@@ -1,4 +1,4 @@
-"""Shard ConfigMap names, labels and annotations (SPEC §5).
+"""Shard ConfigMap names, labels and annotations.
 
 A name is `<lease>-<readable shard key>-<hash>`: operators recognise it, the hash of (Lease name,
 shard key) keeps two stores in one namespace apart, and the shard-key annotation is compared on

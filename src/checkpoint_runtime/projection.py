@@ -1,14 +1,15 @@
-"""Per-shard startup projection (SPEC §6, the TSO-0111 check made per shard).
+"""Per-shard startup projection: will every collector's shard fit in one ConfigMap?
 
 From the runtime config alone, build a representative payload for every collector's shard with
-the production encoder and the conservative (UUID-named) §11 workload, and refuse a config whose
-shard could not fit, naming the knob to change (collectors[i].maxSeenKeys).
+the production encoder and the conservative (UUID-named) reference workload, and refuse a config
+whose shard could not fit, naming the knob to change (collectors[i].maxSeenKeys).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from checkpoint_runtime import codec
@@ -56,17 +57,34 @@ class ShardProjection:
         }
 
 
+_MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabytes at any size
+
+
+@lru_cache(maxsize=256)
+def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
+    """Compressed bytes and row count of a representative feed shard (cached: the render gate
+    projects the same config for many values documents)."""
+    workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
+    return codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
+
+
+@lru_cache(maxsize=256)
+def _flowlogs_bytes(namespace: str, windows: int) -> int:
+    return codec.encode_shard(
+        namespace, flowlogs_rows(namespace, replay_rows=windows)
+    ).compressed_bytes
+
+
 def _project_feed(index: int, collector: CollectorSettings, shape: str) -> ShardProjection:
     wanted = collector.max_seen_keys
     encoded_rows = min(wanted, PROJECTION_MAX_ENCODED_ROWS)
-    workload = FeedWorkload(collector.namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    size = codec.encode_shard(collector.namespace, workload.rows).compressed_bytes
+    size, total_rows = _feed_bytes(collector.namespace, encoded_rows, shape)
     per_row = size / max(encoded_rows, 1)
     projected = size if wanted == encoded_rows else math.ceil(per_row * wanted)
     return ShardProjection(
         shard=collector.namespace,
         knob=f"collectors[{index}].maxSeenKeys",
-        rows=wanted + len(workload.rows) - encoded_rows,
+        rows=wanted + total_rows - encoded_rows,
         compressed_bytes=projected,
         extrapolated=wanted != encoded_rows,
         max_rows=int(CONFIGMAP_VALUE_LIMIT // per_row),
@@ -74,14 +92,20 @@ def _project_feed(index: int, collector: CollectorSettings, shape: str) -> Shard
 
 
 def _project_flowlogs(index: int, collector: CollectorSettings) -> ShardProjection:
-    windows = max(1, math.ceil(collector.replay_window_seconds / collector.poll_seconds))
-    rows = flowlogs_rows(collector.namespace, replay_rows=windows)
+    """The cursor plus one row per replay window; like a feed, at most
+    PROJECTION_MAX_ENCODED_ROWS windows are encoded and the size scales linearly beyond."""
+    # A tiny pollSeconds makes the ratio overflow to infinity; far past any limit, so cap it.
+    ratio = min(collector.replay_window_seconds / collector.poll_seconds, _MAX_WINDOWS)
+    windows = max(1, math.ceil(ratio))
+    encoded = min(windows, PROJECTION_MAX_ENCODED_ROWS)
+    size = _flowlogs_bytes(collector.namespace, encoded)
+    projected = size if windows == encoded else math.ceil(size / (encoded + 1) * (windows + 1))
     return ShardProjection(
         shard=collector.namespace,
         knob=f"collectors[{index}].replayWindowSeconds",
-        rows=len(rows),
-        compressed_bytes=codec.encode_shard(collector.namespace, rows).compressed_bytes,
-        extrapolated=False,
+        rows=windows + 1,
+        compressed_bytes=projected,
+        extrapolated=windows != encoded,
         max_rows=None,
     )
 

@@ -1,10 +1,10 @@
-"""The checkpoint store (SPEC §2): an in-memory map persisted as one shard per collector.
+"""The checkpoint store: an in-memory map persisted as one shard per collector.
 
 Reads and writes are in memory and mark the owning shard dirty. Persistence (a synchronous
 batch, the debounced persist, flush) attempts every dirty shard under one shared deadline,
 collects failures into one ExceptionGroup and keeps only the failed shards dirty, so a conflict
 in one collector's shard never blocks another's. Each shard write is atomic and guarded by the
-shard's version (resourceVersion) and leadership stamp (§7).
+shard's version (resourceVersion) and leadership stamp.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ class Store:
         self._persist(self.dirty_shards(), self.new_deadline())
 
     def take_ownership(self) -> None:
-        """Restamp every stored shard with our epoch before collectors run (§7).
+        """Restamp every stored shard with our epoch before collectors run.
 
         Afterwards a deposed leader's write conflicts on resourceVersion, and a deposed leader
         that re-reads sees the newer epoch and refuses.
@@ -494,7 +494,7 @@ class Store:
 
 
 class Debouncer:
-    """A background thread calling `persist_due` while `leading()` holds (§7: stop writing as
+    """A background thread calling `persist_due` while `leading()` holds (stop writing as
     soon as the lease cannot be renewed). The first error goes to `on_error` and ends the
     loop: the runtime decides, and ends its lifecycle."""
 

@@ -1,7 +1,10 @@
-"""The store's subcommands: `inspect`, `project` and `migrate` (SPEC §6, §8, §9).
+"""The store's subcommands: `inspect`, `project` and `migrate`.
 
 Each selects a store like the runtime does: from a runtime config (`--config`), or explicitly
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
+`inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
+one store it finds there (and lists them when there are several, or says there is none).
+Errors are one line, `error: <ErrorName>: message`: exit 2 for a configuration to fix, 1 else.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from checkpoint_runtime import inspection, migration, projection
 from checkpoint_runtime.backends.base import Backend
@@ -21,7 +24,8 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.coordination import Stamp
-from checkpoint_runtime.errors import CheckpointError, ConfigError
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
 from checkpoint_runtime.runtime import credentials
 from checkpoint_runtime.runtime.settings import load_settings
 from checkpoint_runtime.store import Store
@@ -36,13 +40,24 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--path", help="file store folder")
     where.add_argument("--namespace", help="coordination namespace of a live cluster")
     where.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, else in-cluster)")
-    where.add_argument("--lease-name", help=f"store (Lease) name (default {DEFAULT_STORE_NAME})")
+    where.add_argument(
+        "--lease-name",
+        help="store (Lease) name; the chart's is <release>-checkpoint-runtime (default: the one "
+        f"store found there for inspect, else {DEFAULT_STORE_NAME})",
+    )
     where.add_argument("--legacy-name", help="legacy single ConfigMap (or file) name")
     where.add_argument("--deadline", type=float, default=None, help="seconds for the operation")
 
 
-def _backend(args: argparse.Namespace) -> tuple[Backend, float]:
-    """The backend the arguments name, and the deadline to use with it."""
+class _Selection(NamedTuple):
+    backend: FileBackend | KubernetesBackend
+    deadline: float
+    lease_chosen: bool  # named by --lease-name or --config, not defaulted
+    where: str
+
+
+def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
+    """The store the arguments name (read_only: open nothing for writing, create nothing)."""
     lease, legacy, path, namespace = args.lease_name, args.legacy_name, args.path, args.namespace
     deadline = DEFAULT_DEADLINE_SECONDS
     if args.config:
@@ -53,14 +68,38 @@ def _backend(args: argparse.Namespace) -> tuple[Backend, float]:
             path = path or store.path
         else:
             namespace = namespace or credentials.coordination_namespace(store.namespace)
+    chosen = lease is not None
     lease = lease or DEFAULT_STORE_NAME
     deadline = args.deadline or deadline
     if (path is None) == (namespace is None):
         raise ConfigError("store", "select exactly one store: --path, --namespace or --config")
     if path is not None:
-        return FileBackend(path, lease, legacy), deadline
+        backend = FileBackend(path, lease, legacy, read_only=read_only)
+        return _Selection(backend, deadline, chosen, str(path))
     configuration = credentials.kube_configuration(args.kubeconfig)
-    return KubernetesBackend(configuration, namespace, lease, legacy), deadline
+    backend_k = KubernetesBackend(configuration, namespace, lease, legacy)
+    return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
+
+
+def _backend(args: argparse.Namespace) -> tuple[Backend, float]:
+    selection = _select(args)
+    return selection.backend, selection.deadline
+
+
+def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
+    """With no store named, use the one store found there; refuse to guess among several."""
+    if selection.lease_chosen:
+        return
+    names = selection.backend.store_names(Deadline(selection.deadline))
+    if len(names) == 1:
+        selection.backend.lease_name = names[0]
+    elif len(names) > 1:
+        raise NoStoreError(
+            selection.where,
+            f"it holds {len(names)} stores ({', '.join(names)}): choose one with --lease-name",
+        )
+    elif not has_legacy_name:
+        raise NoStoreError(selection.where, "no store has checkpoint shards there")
 
 
 def _print(args: argparse.Namespace, document: Any, text: str) -> None:
@@ -68,10 +107,16 @@ def _print(args: argparse.Namespace, document: Any, text: str) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    backend, deadline = _backend(args)
+    selection = _select(args, read_only=True)
+    backend, deadline = selection.backend, selection.deadline
+    _choose_store(selection, bool(args.legacy_name))
     store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
     document = inspection.report(store)
     legacy = backend.read_legacy(store.new_deadline())
+    if document["shard_count"] == 0 and legacy is None:
+        names = backend.store_names(store.new_deadline())
+        found = f"stores found there: {', '.join(names)}" if names else "no store has shards there"
+        raise NoStoreError(selection.where, f"store {backend.lease_name!r} has no shards ({found})")
     if legacy is not None:
         document["legacy"] = migration.status(store, legacy).__dict__ | {
             "state": migration.status(store, legacy).state
@@ -148,10 +193,10 @@ def _guarded(command: Any) -> Any:
             code: int = command(args)
             return code
         except ConfigError as error:
-            print(f"error: invalid configuration: {error}", file=sys.stderr)
+            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
             return EXIT_USAGE
         except (CheckpointError, ExceptionGroup, LookupError) as error:
-            print(f"error: {error}", file=sys.stderr)
+            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
             return EXIT_FAILED
 
     return run
@@ -173,9 +218,7 @@ def register(subparsers: Any) -> None:
     project.add_argument("--json", action="store_true", help="print JSON instead of a table")
     project.set_defaults(func=_guarded(_project))
 
-    migrate = subparsers.add_parser(
-        "migrate", help="show or resolve the legacy migration state (SPEC §8)"
-    )
+    migrate = subparsers.add_parser("migrate", help="show or resolve the legacy migration state")
     _store_arguments(migrate)
     choice = migrate.add_mutually_exclusive_group()
     choice.add_argument("--status", action="store_true", help="only report (the default)")

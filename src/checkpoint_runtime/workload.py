@@ -1,4 +1,5 @@
-"""Deterministic checkpoint workloads for SPEC §11 (tests, projection and benchmarks).
+"""Deterministic checkpoint workloads of the reference configurations (tests, projection,
+benchmarks).
 
 Two shapes of seen rows:
 - `old-design`: base64 object keys over a shared prefix and RFC 3339 nanosecond timestamps that
@@ -112,7 +113,7 @@ def flowlogs_rows(shard: str, replay_rows: int = 12, seed: int = 0) -> dict[str,
 
 @dataclass(frozen=True)
 class Configuration:
-    """One measured configuration of SPEC §11: tailnets x feeds, each feed at max_seen_keys."""
+    """One reference configuration: tailnets x feeds, each feed at max_seen_keys."""
 
     name: str
     tailnets: int

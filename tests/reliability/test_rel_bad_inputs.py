@@ -47,7 +47,7 @@ CHART_VALUES: list[tuple[str, dict[str, Any], str]] = [
      "checkpoint.collectors[0]"),
     ("feed-named-like-a-kind",
      {"checkpoint": {"collectors": [{**OBJECTSTORE, "feed": "flowlogs"}]}},
-     "checkpoint.collectors[0]"),
+     "checkpoint.collectors[0].feed"),
     ("image-tag-empty", {"image": {"tag": ""}}, "image.tag"),
     ("lease-duration-a-string", {"checkpoint": {"leaderElection": {"leaseDurationSeconds": "15"}}},
      "checkpoint.leaderElection.leaseDurationSeconds"),
@@ -56,7 +56,7 @@ CHART_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("lease-name-uppercase", {"checkpoint": {"leaseName": "UPPER"}}, "checkpoint.leaseName"),
     ("max-seen-keys-zero",
      {"checkpoint": {"collectors": [{**OBJECTSTORE, "maxSeenKeys": 0}]}},
-     "checkpoint.collectors[0]"),
+     "checkpoint.collectors[0].maxSeenKeys"),
 ]  # fmt: skip
 
 

@@ -113,7 +113,7 @@ def test_unencodable_value_is_refused_with_a_named_error(tmp_path: Path) -> None
 @fixed(
     "KubernetesBackend._resolve: a definitive answer to the read-back (here 403, as a "
     "restarted kube-apiserver gives before its RBAC cache syncs) escapes as ApiRefusedError, "
-    "although the write's outcome is unknown (SPEC §7: unresolved -> write-uncertain)"
+    "although the write's outcome is unknown (unresolved -> write-uncertain)"
 )
 def test_unresolvable_read_back_after_a_lost_answer_is_write_uncertain(
     target: KubeTarget, fault_proxy: Callable[[], FaultProxy]
@@ -145,7 +145,7 @@ def test_unresolvable_read_back_after_a_lost_answer_is_write_uncertain(
 
 @fixed(
     "migration.migrate_on_open writes the shards that fit before an oversize shard fails "
-    "(SPEC §12: no error path writes during open); sizes are not checked before the first write"
+    "(no error path writes during open); sizes are not checked before the first write"
 )
 def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_without_writing(
     tmp_path: Path,

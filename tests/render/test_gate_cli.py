@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -31,7 +32,7 @@ def test_defaults_pass_and_write_junit(tmp_path: Path, capsys: pytest.CaptureFix
     suites = ET.parse(report).getroot()
     assert suites.get("failures") == "0"
     cases = {case.get("name") for case in suites.iter("testcase")}
-    assert cases == {"values-schema", "render", "kubernetes-schema", "policy"}
+    assert cases == {"values-schema", "render", "kubernetes-schema", "runtime-config", "policy"}
 
 
 def test_broken_chart_is_denied_with_rule_object_and_template(
@@ -83,3 +84,45 @@ def test_unknown_engine_is_rejected_by_the_parser() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["gate", "--engine", "kustomize"])
     assert exit_info.value.code == 2
+
+
+def test_a_non_ascii_collector_url_is_denied_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`s3://bucket/café/` once crashed the policy engine; RFC 3986 wants it percent-encoded."""
+    values = tmp_path / "v.yaml"
+    values.write_text(
+        "checkpoint:\n  collectors:\n    - kind: objectstore\n      feed: audit\n"
+        "      url: s3://bucket/café/\n",
+        encoding="utf-8",
+    )
+    assert main(["gate", "-f", str(values)]) == 1
+    out = capsys.readouterr().out
+    denies = [line for line in out.splitlines() if line.split()[:1] == ["DENY"]]
+    assert denies, out
+    assert any("values-schema" in line and "checkpoint.collectors[0]" in line for line in denies)
+    assert "Traceback" not in out
+    encoded = tmp_path / "encoded.yaml"
+    encoded.write_text(values.read_text(encoding="utf-8").replace("é", "%C3%A9"), "utf-8")
+    assert main(["gate", "-f", str(encoded)]) == 0
+
+
+@pytest.mark.parametrize("url", ['s3://bucket/a"b/', "s3://bucket/a\\\\b/", "s3://b/%zz"])
+def test_a_collector_url_outside_rfc_3986_is_denied(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    values = tmp_path / "v.json"
+    collector = {"kind": "objectstore", "feed": "audit", "url": url}
+    values.write_text(json.dumps({"checkpoint": {"collectors": [collector]}}), encoding="utf-8")
+    assert main(["gate", "-f", str(values)]) == 1
+    out = capsys.readouterr().out
+    assert any(
+        "values-schema" in line and "checkpoint.collectors[0]" in line for line in out.splitlines()
+    )
+
+
+def test_a_file_that_is_not_a_policy_module_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["gate", "--policy", str(CHART_DIR / "values.yaml")]) == 2
+    assert "not a compiled policy module" in capsys.readouterr().err

@@ -186,3 +186,14 @@ def test_helm_lint_strict_can_fail(cli: CliRenderer) -> None:
     completed = cli.lint({"checkpoint": {"store": "nfs"}}, strict=True)
     assert completed.returncode != 0
     assert "checkpoint" in completed.stdout + completed.stderr
+
+
+def test_the_gate_renders_without_a_second_values_schema_check(sdk: SdkRenderer) -> None:
+    """Helm validates values.schema.json on every SDK render; the gate validates first, so its
+    renderer loads the chart without the schema, and schema-invalid values never reach it."""
+    invalid = {"checkpoint": {"store": "nfs"}}
+    with pytest.raises(RenderError):
+        sdk.render(invalid)
+    unchecked = SdkRenderer(CHART_DIR, validate_values=False)
+    assert unchecked.render(invalid)
+    assert [m.document for m in unchecked.render({})] == [m.document for m in sdk.render({})]

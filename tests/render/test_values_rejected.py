@@ -32,9 +32,46 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
                 "collectors": [{"kind": "objectstore", "feed": "flowlogs", "url": "s3://x/"}]
             }
         },
-        "checkpoint.collectors[0]",
+        "checkpoint.collectors[0].feed",
+    ),
+    "tailnet-not-a-string": (
+        {
+            "checkpoint": {
+                "collectors": [
+                    {"kind": "objectstore", "feed": "a", "tailnet": [1], "url": "s3://x/"}
+                ]
+            }
+        },
+        "checkpoint.collectors[0].tailnet",
+    ),
+    "unsupported-url-scheme": (
+        {"checkpoint": {"collectors": [{"kind": "objectstore", "feed": "a", "url": "gs://x/"}]}},
+        "checkpoint.collectors[0].url",
+    ),
+    "flowlogs-url-not-http": (
+        {"checkpoint": {"collectors": [{"kind": "flowlogs", "url": "file:///x"}]}},
+        "checkpoint.collectors[0].url",
     ),
 }
+
+
+@pytest.mark.parametrize(("values", "path"), list(INVALID.values()), ids=list(INVALID))
+def test_one_violation_per_failing_field_naming_it(
+    sdk: SdkRenderer, schema: ValuesSchema, values: dict[str, Any], path: str
+) -> None:
+    """Told once, about the field: never "is not valid under any of the given schemas"."""
+    violations = schema.violations(sdk.merged_values(values))
+    assert [v.path for v in violations] == [path]
+    assert "is not valid under any of the given schemas" not in violations[0].message
+
+
+def test_the_gate_reports_a_schema_error_once(sdk: SdkRenderer) -> None:
+    from checkpoint_runtime.gate.pipeline import Gate
+
+    result = Gate().run(INVALID["tailnet-not-a-string"][0])
+    assert [(f.check, f.obj) for f in result.findings] == [
+        ("values-schema", "checkpoint.collectors[0].tailnet")
+    ]
 
 
 def pointer(path: str) -> str:

@@ -18,7 +18,7 @@ def file_config(tmp_path: Path, **store: Any) -> dict[str, Any]:
     return {
         "store": {"backend": "file", "path": str(tmp_path / "cp"), **store},
         "collectors": [
-            {"kind": "objectstore", "feed": "f1", "url": str(bucket), "pollSeconds": 0.2}
+            {"kind": "objectstore", "feed": "f1", "url": bucket.as_uri(), "pollSeconds": 0.2}
         ],
     }
 

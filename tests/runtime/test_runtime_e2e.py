@@ -79,7 +79,7 @@ def runtime_config(
             "kind": "objectstore",
             "tailnet": "tn1",
             "feed": "feed-a",
-            "url": str(bucket),
+            "url": bucket.as_uri(),
             "pollSeconds": 0.3,
             "maxSeenKeys": 5000,
         }

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import re
 import subprocess
 import sys
 import types
-from importlib.metadata import version
+from importlib.metadata import packages_distributions, requires, version
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,15 @@ import pytest
 from checkpoint_runtime import cli
 from checkpoint_runtime.errors import ConfigError
 
-HEAVY = ("kubernetes", "regopy", "helm_python", "kubernetes_validate", "fsspec", "jsonschema")
+HEAVY = (
+    "kubernetes",
+    "opapywasm",
+    "wasmtime",
+    "helm_python",
+    "kubernetes_validate",
+    "fsspec",
+    "jsonschema",
+)
 
 
 def fake_command(monkeypatch: pytest.MonkeyPatch, action: Any, extra: str | None = None) -> None:
@@ -130,8 +140,10 @@ def test_a_missing_extra_names_the_extra_to_install(
     module_importing(monkeypatch, tmp_path, "cr_absent_gate_dep", {"cr_absent_gate_dep"})
     assert cli.main(["boom", "--help"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: MissingExtraError: `checkpoint-runtime boom` needs the 'gate'")
-    assert "pip install 'checkpoint-runtime[gate]'" in err
+    assert err == (
+        "error: MissingExtraError: `checkpoint-runtime boom` (module 'cr_absent_gate_dep') needs"
+        " the 'gate' extra, which is not installed here: pip install 'checkpoint-runtime[gate]'\n"
+    )
 
 
 def test_a_missing_module_outside_the_extra_is_not_blamed_on_the_extra(
@@ -161,3 +173,34 @@ def test_each_command_module_registers_the_command_it_is_listed_for(name: str) -
         action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
     )
     assert name in subparsers.choices
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_module_the_gate_imports_from_its_extra_is_known_to_belong_to_it() -> None:
+    """A dependency added to the gate extra but not to EXTRA_MODULES would surface, when the
+    extra is missing, as an 'unexpected ModuleNotFoundError' instead of the install hint."""
+    extra_dists = {
+        canonical(re.split(r"[^A-Za-z0-9._-]", requirement, maxsplit=1)[0])
+        for requirement in requires(cli.DISTRIBUTION) or []
+        if re.search(r"extra == ['\"]gate['\"]", requirement)
+    }
+    assert extra_dists
+    gate_dir = Path(cli.__file__).parent / "gate"
+    imported: set[str] = set()
+    for source in gate_dir.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.partition(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.partition(".")[0])
+    owners = packages_distributions()
+    from_extra = {
+        module
+        for module in imported
+        if {canonical(dist) for dist in owners.get(module, [])} & extra_dists
+    }
+    assert from_extra
+    assert from_extra <= cli.EXTRA_MODULES["gate"]

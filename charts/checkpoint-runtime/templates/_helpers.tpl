@@ -23,7 +23,7 @@ truncated to 63 and never ends in a dash.
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The runtime config ConfigMap: "<fullname>-config" (shared contract). */}}
+{{/* The runtime config ConfigMap: "<fullname>-config" (the runtime, the gate and docs rely on it). */}}
 {{- define "checkpoint-runtime.configName" -}}
 {{- printf "%s-config" (include "checkpoint-runtime.fullname" .) }}
 {{- end }}
@@ -212,7 +212,7 @@ Call with (list "<values path>" <resources>).
 {{- end }}
 
 {{/*
-Two collectors with the same collector namespace (SPEC §3) would share one shard and overwrite
+Two collectors with the same collector namespace would share one shard and overwrite
 each other's cursors; the runtime refuses that config at startup, the chart already at install.
 */}}
 {{- define "checkpoint-runtime.checkCollectors" -}}

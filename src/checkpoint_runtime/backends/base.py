@@ -1,4 +1,4 @@
-"""The small contract both backends fulfil, and the checks every discovered object passes (§5)."""
+"""The small contract both backends fulfil, and the checks every discovered object passes."""
 
 from __future__ import annotations
 

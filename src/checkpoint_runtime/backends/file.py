@@ -1,10 +1,12 @@
-"""The embedded default backend: the shard codec on a local folder (SPEC §1, issue 4).
+"""The embedded default backend: the shard codec on a local folder.
 
 Each shard is one file `<shard name>.shard`: a JSON header line (labels, annotations, version)
 then the gzip blob, exactly what the ConfigMap would hold. Writes go to a temp file, are fsynced,
 renamed over the old file and the folder is fsynced, so a crash leaves the old or the new shard,
 never a torn one. An flock on `.lock` serialises processes; each write is a compare-and-swap on
 the version, so conflicts behave as they do against the API server.
+
+Opened read-only (`inspect`), it creates nothing: not the folder, not the lock file.
 """
 
 from __future__ import annotations
@@ -19,9 +21,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
+from checkpoint_runtime.constants import (
+    ANNOTATION_LEASE,
+    ANNOTATION_MIGRATED,
+    COMPONENT_SHARD,
+    LABEL_COMPONENT,
+    LEGACY_DATA_KEY,
+)
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.errors import CheckpointError, ConflictError, CorruptShardError
+from checkpoint_runtime.errors import (
+    CheckpointError,
+    ConflictError,
+    CorruptShardError,
+    NoStoreError,
+    StorePathError,
+)
 from checkpoint_runtime.legacy import LegacyState
 from checkpoint_runtime.naming import shard_labels, shard_name
 
@@ -35,22 +49,52 @@ LOCK_NAME = ".lock"
 class FileBackend:
     """Shards of the store `lease_name` in `folder`; the legacy object is `<legacy>.legacy.json`."""
 
-    def __init__(self, folder: Path | str, lease_name: str, legacy_name: str | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path | str,
+        lease_name: str,
+        legacy_name: str | None = None,
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.folder = Path(folder)
         self.lease_name = lease_name
         self.legacy_name = legacy_name
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if read_only:
+            if not self.folder.exists():
+                raise NoStoreError(str(folder), "the folder does not exist")
+            if not self.folder.is_dir():
+                raise NoStoreError(str(folder), "it is not a folder")
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise StorePathError("store.path", str(folder), "exists and is not a folder") from None
+        except OSError as error:
+            raise StorePathError("store.path", str(folder), error.strerror or str(error)) from None
+        if not os.access(self.folder, os.W_OK | os.X_OK):
+            raise StorePathError(
+                "store.path", str(folder), f"is not writable by this user (uid {os.getuid()})"
+            )
 
     def describe(self) -> str:
         return f"file store {self.folder} (store {self.lease_name})"
 
     @contextlib.contextmanager
     def _locked(self, deadline: Deadline) -> Iterator[None]:
-        """Hold the folder lock, polling so that the shared deadline still bounds the wait."""
-        with open(self.folder / LOCK_NAME, "a+b") as lock:
+        """Hold the folder lock, polling so that the shared deadline still bounds the wait.
+
+        Read-only: a shared lock if a writer ever made the lock file, else none (no writer)."""
+        path = self.folder / LOCK_NAME
+        if self.read_only and not path.exists():
+            yield
+            return
+        mode = fcntl.LOCK_SH if self.read_only else fcntl.LOCK_EX
+        with open(path, "rb" if self.read_only else "a+b") as lock:
             while True:
                 try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(lock, mode | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     deadline.check(f"locking {self.folder}")
@@ -86,7 +130,7 @@ class FileBackend:
         with self._locked(deadline):
             # Writes happen under this lock, so a temp file seen here belongs to a writer that
             # died before its rename: never read, safe to remove.
-            for stale in self.folder.glob(".*.tmp"):
+            for stale in [] if self.read_only else self.folder.glob(".*.tmp"):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
             shards = []
@@ -105,7 +149,20 @@ class FileBackend:
                 return None
             return self._read_file(path, shard)
 
+    def store_names(self, deadline: Deadline) -> list[str]:
+        """The stores (Lease names) that have shards in this folder, for a "no store" message."""
+        deadline.check("listing stores")
+        names = set()
+        for path in self.folder.glob("*" + SHARD_SUFFIX):
+            header = _peek_header(path)
+            labels, annotations = header.get("labels"), header.get("annotations")
+            if isinstance(labels, dict) and labels.get(LABEL_COMPONENT) == COMPONENT_SHARD:
+                names.add(str((annotations or {}).get(ANNOTATION_LEASE, "?")))
+        return sorted(names)
+
     def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
+        if self.read_only:
+            raise CheckpointError(f"{self.describe()} was opened read-only")
         deadline.check(f"writing shard {write.shard!r}")
         path = self._path(write.shard)
         with self._locked(deadline):
@@ -164,6 +221,8 @@ class FileBackend:
         path = self._legacy_path()
         if path is None:
             raise CheckpointError("no legacy checkpoint is configured")
+        if self.read_only:
+            raise CheckpointError(f"{self.describe()} was opened read-only")
         deadline.check("marking the legacy checkpoint")
         with self._locked(deadline):
             document = _load_object(path)

@@ -1,4 +1,4 @@
-"""One ConfigMap per shard in the coordination namespace (SPEC §5-§8).
+"""One ConfigMap per shard in the coordination namespace.
 
 Rules this module enforces:
 - its own ApiClient from a copy of the given Configuration with urllib3 retries forced to 0,
@@ -27,10 +27,13 @@ from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
+    ANNOTATION_LEASE,
     ANNOTATION_MIGRATED,
     ANNOTATION_ROWS,
     ANNOTATION_WRITE_ID,
+    COMPONENT_SHARD,
     CONFIGMAP_VALUE_LIMIT,
+    LABEL_COMPONENT,
     LEGACY_DATA_KEY,
     SHARD_DATA_KEY,
 )
@@ -101,7 +104,7 @@ class KubernetesBackend:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         own = copy.deepcopy(configuration)
-        own.retries = 0  # never let urllib3 re-send a PUT (KUBERNETES_FACTS: silent retries)
+        own.retries = 0  # never let urllib3 re-send a PUT (urllib3 retries silently by default)
         own.client_go_retries = False
         self.api_client = client.ApiClient(own)
         self.core = client.CoreV1Api(self.api_client)
@@ -193,6 +196,31 @@ class KubernetesBackend:
             token = page.metadata._continue
             if not token:
                 return shards
+
+    def store_names(self, deadline: Deadline) -> list[str]:
+        """The stores (Lease names) with shards in this namespace, for a "no store" message."""
+        names: set[str] = set()
+        token: str | None = None
+        while True:
+
+            def call(timeout: float, token: str | None = token) -> Any:
+                return self.core.list_namespaced_config_map(
+                    self.namespace,
+                    label_selector=f"{LABEL_COMPONENT}={COMPONENT_SHARD}",
+                    limit=LIST_PAGE,
+                    _continue=token,
+                    _request_timeout=timeout,
+                )
+
+            try:
+                page = self._read(call, deadline, "listing stores")
+            except ApiException as error:
+                raise self._refused("listing stores", error) from None
+            for item in page.items:
+                names.add(str((item.metadata.annotations or {}).get(ANNOTATION_LEASE, "?")))
+            token = page.metadata._continue
+            if not token:
+                return sorted(names)
 
     def read_shard(self, shard: str, deadline: Deadline) -> StoredShard | None:
         item = self._get(shard_name(self.lease_name, shard), deadline)

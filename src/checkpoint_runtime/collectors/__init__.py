@@ -1,5 +1,5 @@
-"""Collectors: each owns one collector namespace (one shard, SPEC §3) and uses only the store's
-§2 interface, so the same collector runs on the file and the kubernetes store."""
+"""Collectors: each owns one collector namespace (one shard) and uses only the store's
+map interface, so the same collector runs on the file and the kubernetes store."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ log = logging.getLogger(__name__)
 
 
 class CheckpointMap(Protocol):
-    """The part of the store a collector may use (SPEC §2)."""
+    """The part of the store a collector may use."""
 
     def get(self, key: str) -> str | None: ...
 

@@ -1,4 +1,4 @@
-"""The flowlogs collector (SPEC §3 rows `cursor`, `replay/<id>`).
+"""The flowlogs collector (rows `cursor`, `replay/<id>`).
 
 Polls an HTTP JSON endpoint for the window `[cursor, now)` (`GET <url>?start=<t>&end=<t>`,
 RFC 3339 ns; the answer is a JSON list of records or `{"logs": [...]}`), emits the records and

@@ -1,4 +1,4 @@
-"""The object-store feed collector (SPEC §3 rows `cursor`, `scan`, `seen/<id>`, `gap/<id>`).
+"""The object-store feed collector (rows `cursor`, `scan`, `seen/<id>`, `gap/<id>`).
 
 Each poll lists the objects under the feed's prefix (fsspec: local folders built in, `s3://`
 through the s3fs extra), emits the JSON-lines records of every object it has not seen, and
@@ -37,7 +37,9 @@ from checkpoint_runtime.constants import (
     DEFAULT_MAX_SEEN_KEYS,
     DEFAULT_POLL_SECONDS,
     OBJECTSTORE_CHUNK_OBJECTS,
+    OBJECTSTORE_URL_EXTRAS,
 )
+from checkpoint_runtime.errors import ConfigError, MissingExtraError
 from checkpoint_runtime.keys import collector_namespace
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,26 @@ def _modified(info: dict[str, Any]) -> datetime:
     return datetime.now(UTC)
 
 
+def check_url(url: str, key: str = "url") -> None:
+    """Refuse, before anything runs, a URL whose scheme is not supported or whose filesystem
+    needs an extra that is not installed (fsspec would only say "Please install gcsfs")."""
+    scheme = url.split("://", 1)[0] if "://" in url else "file"
+    if scheme not in OBJECTSTORE_URL_EXTRAS:
+        supported = ", ".join(f"{name}://" for name in OBJECTSTORE_URL_EXTRAS)
+        raise ConfigError(key, f"unsupported URL scheme {scheme}:// (supported: {supported})")
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ImportError:
+        raise MissingExtraError(key, f"{scheme}:// URL", OBJECTSTORE_URL_EXTRAS[scheme]) from None
+
+
+def open_url(url: str) -> tuple[Any, str]:
+    """fsspec's filesystem and root path of `url`, after `check_url`."""
+    check_url(url)
+    fs, root = fsspec.core.url_to_fs(url)
+    return fs, str(root)
+
+
 class ObjectStoreCollector:
     """One feed: `[<tailnet>/]objectstore/<feed>`."""
 
@@ -107,7 +129,7 @@ class ObjectStoreCollector:
         self.chunk_objects = max(1, chunk_objects)
         self.namespace = collector_namespace("objectstore", tailnet, feed)
         self._now = now or (lambda: datetime.now(UTC))
-        self._fs, self._root = fsspec.core.url_to_fs(url)
+        self._fs, self._root = open_url(url)
         self._root = self._root.rstrip("/")
 
     # ---- rows --------------------------------------------------------------------------------

@@ -4,8 +4,10 @@
 
 Values compose like `helm -f ... --set ...`. The chart is rendered (in-process Helm SDK, or the
 helm CLI with --engine cli), the values are checked against values.schema.json, the manifests
-against the Kubernetes schemas, and the conftest policies are evaluated. Every finding is printed
-with its rule and object; the exit status is 1 when anything is denied.
+against the Kubernetes schemas, the rendered runtime config through the runtime's own startup
+check (what `checkpoint-runtime run` would refuse, named by its values key), and the policies
+are evaluated. Every finding is printed with its rule and object; the exit status is 1 when
+anything is denied, 2 when the values cannot be read (a one-line `error:` naming the file).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checkpoint_runtime.gate.engine import Level
+from checkpoint_runtime.errors import CheckpointError
+from checkpoint_runtime.gate.engine import POLICY_WASM, Level
 from checkpoint_runtime.gate.junit import write_junit_xml
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR, POLICY_DIR
+from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_runtime.gate.pipeline import Finding, Gate, GateResult
 from checkpoint_runtime.gate.render import (
     DEFAULT_NAMESPACE,
@@ -48,7 +51,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--release", default=DEFAULT_RELEASE)
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     parser.add_argument("--chart", type=Path, default=CHART_DIR)
-    parser.add_argument("--policy", type=Path, default=POLICY_DIR)
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=POLICY_WASM,
+        metavar="WASM",
+        help="conftest policies compiled to Wasm with the gate's entrypoint (default: the shipped"
+        " policies; see docs/gate.md to build your own)",
+    )
     parser.add_argument("--junit-xml", type=Path, metavar="FILE")
     parser.add_argument("-q", "--quiet", action="store_true", help="print denies and totals only")
     parser.set_defaults(func=run)
@@ -68,9 +78,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         documents = value_documents(args)
         renderer = CliRenderer(args.chart, args.helm) if args.engine == "cli" else None
-        gate = Gate(renderer, chart_dir=args.chart, policy_dir=args.policy)
+        gate = Gate(renderer, chart_dir=args.chart, policy_wasm=args.policy)
+    except CheckpointError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     except (OSError, RenderError, ValueError) as error:
-        print(f"gate: {error}", file=sys.stderr)
+        print(f"error: gate: {error}", file=sys.stderr)
         return 2
     results: list[tuple[str, GateResult]] = []
     for name, values in documents:

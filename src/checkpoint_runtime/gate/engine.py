@@ -1,8 +1,16 @@
 """Evaluate the conftest policies on rendered manifests in-process, as structured verdicts.
 
-The policies are evaluated the two ways conftest runs them: one document at a time
-(`conftest test`) and the whole release at once (`conftest test --combine`), where the
-cross-object rules fire. Both sets of messages are merged; a message found both ways counts once.
+The policies in policy/ are plain conftest policy (`package main`, `deny`/`warn`). `just gen`
+compiles them with OPA to a WebAssembly module (policy.wasm beside this file, committed) whose
+entrypoint `gate/verdicts` (entrypoint.rego) evaluates them the two ways conftest runs them: one
+document at a time (`conftest test`) and the whole release at once (`conftest test --combine`),
+where the cross-object rules fire. The module is compiled once per process (wasmtime) and each
+release is one evaluation. Both sets of messages are merged; a message found both ways counts
+once.
+
+An evaluation error (a policy that fails at run time) never escapes as a traceback: the release
+is evaluated again document by document and rule by rule, and each failing pair becomes an
+`ENGINE` deny naming the document and the rule.
 """
 
 from __future__ import annotations
@@ -11,15 +19,21 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from checkpoint_runtime.gate.paths import POLICY_DIR
-from checkpoint_runtime.gate.rego import CompiledPolicy, RegoError, load_modules
-from checkpoint_runtime.gate.render import Manifest
+from opapywasm import UNDEFINED, OpaWasmError, OpaWasmPolicy, PolicyConfig
 
+from checkpoint_runtime.gate.render import Manifest, manifest_label
+
+POLICY_WASM = Path(__file__).with_name("policy.wasm")
+VERDICTS = "gate/verdicts"
 DENY = "main/deny"
 WARN = "main/warn"
+ENGINE_RULE = "ENGINE"
+COMBINED_SOURCE = "<release>"
+COMBINED_LABEL = "release (combined)"  # "<kind> <name>" of an ENGINE finding about --combine
 
 # "RBAC-3 Role cr-checkpoint-runtime: rules differ ..." -> rule id, kind, name, detail.
 _MESSAGE = re.compile(r"^(?P<rule>[A-Z]+-\d+) (?P<kind>\S+) (?P<name>\S+): (?P<detail>.*)$", re.S)
@@ -62,24 +76,31 @@ def combined_input(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
     ]
 
 
+class PolicyLoadError(ValueError):
+    """The compiled policy module is missing, not Wasm, or lacks the gate's entrypoints."""
+
+
+@cache
+def _load(wasm: Path) -> OpaWasmPolicy:
+    # One instance: the gate evaluates from one thread; a pool would only cost start-up time.
+    config = PolicyConfig(pool_size=1, default_entrypoint=VERDICTS, max_input_bytes=64_000_000)
+    try:
+        policy = OpaWasmPolicy.from_wasm_file(wasm, config=config)
+    except (OSError, OpaWasmError) as error:
+        detail = " ".join(str(error).split())
+        raise PolicyLoadError(f"{wasm}: not a compiled policy module: {detail}") from error
+    missing = {VERDICTS, DENY, WARN} - set(policy.entrypoints)
+    if missing:
+        raise PolicyLoadError(f"{wasm}: lacks the entrypoints {sorted(missing)}")
+    return policy
+
+
 class PolicyEngine:
-    """The policy folder compiled once; evaluate as many renders as you like."""
+    """The compiled policy module (loaded once per process and file); evaluate many releases."""
 
-    def __init__(self, policy_dir: Path = POLICY_DIR) -> None:
-        self.policy_dir = policy_dir
-        self._policy = CompiledPolicy(load_modules(policy_dir, tests=False), [DENY, WARN])
-
-    def messages(self, input_document: Any) -> dict[Level, list[str]]:
-        """Raw deny and warn messages for one conftest-shaped input."""
-        found: dict[Level, list[str]] = {}
-        for level, entrypoint in ((Level.DENY, DENY), (Level.WARN, WARN)):
-            value = self._policy.query(entrypoint, input_document)
-            if value is None:
-                value = []
-            if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
-                raise RegoError(f"{entrypoint} must be a set of strings, got {value!r}")
-            found[level] = value
-        return found
+    def __init__(self, wasm: Path = POLICY_WASM) -> None:
+        self.wasm = wasm
+        self._policy = _load(wasm)
 
     def evaluate(
         self,
@@ -87,20 +108,72 @@ class PolicyEngine:
         modes: Iterable[Mode] = (Mode.DOCUMENT, Mode.COMBINED),
     ) -> list[Verdict]:
         """Every distinct verdict over the release, denies first, in a stable order."""
+        modes = set(modes)
         sources = {(m.kind, m.name): m.source for m in manifests}
+        documents = [m.document for m in manifests] if Mode.DOCUMENT in modes else []
+        combined = combined_input(manifests) if Mode.COMBINED in modes else []
+        try:
+            found = self._verdicts(documents, combined, Mode.COMBINED in modes)
+        except OpaWasmError:
+            found = self._locate_errors(manifests, modes)
         seen: dict[tuple[Level, str], Verdict] = {}
-        for mode in modes:
-            inputs: list[Any]
-            if mode is Mode.COMBINED:
-                inputs = [combined_input(manifests)]
-            else:
-                inputs = [m.document for m in manifests]
-            for input_document in inputs:
-                for level, messages in self.messages(input_document).items():
-                    for message in messages:
-                        seen.setdefault((level, message), _verdict(level, message, sources))
+        for level, message, verdict in found:
+            seen.setdefault((level, message), verdict or _verdict(level, message, sources))
         order = {Level.DENY: 0, Level.WARN: 1}
         return sorted(seen.values(), key=lambda v: (order[v.level], v.rule, v.obj, v.message))
+
+    def _verdicts(
+        self, documents: list[Any], combined: list[Any], with_combined: bool
+    ) -> list[tuple[Level, str, Verdict | None]]:
+        result = self._policy.evaluate({"documents": documents, "combined": combined})
+        if not isinstance(result, dict):
+            raise OpaWasmError(f"{VERDICTS} returned {result!r}")
+        per_document = result.get("documents", [])
+        if not isinstance(per_document, list):
+            raise OpaWasmError(f"{VERDICTS} returned documents={per_document!r}")
+        outcomes: list[Any] = list(per_document)
+        if with_combined:
+            outcomes.append(result.get("combined", {}))
+        found: list[tuple[Level, str, Verdict | None]] = []
+        for outcome in outcomes:
+            for level in Level:
+                found.extend((level, message, None) for message in _messages(outcome, level))
+        return found
+
+    def _locate_errors(
+        self, manifests: Sequence[Manifest], modes: set[Mode]
+    ) -> list[tuple[Level, str, Verdict | None]]:
+        """Evaluate input by input and rule by rule; each failure becomes an ENGINE deny."""
+        inputs: list[tuple[str, str, Any]] = []
+        if Mode.DOCUMENT in modes:
+            inputs += [(manifest_label(m), m.source, m.document) for m in manifests]
+        if Mode.COMBINED in modes:
+            inputs.append((COMBINED_LABEL, COMBINED_SOURCE, combined_input(manifests)))
+        found: list[tuple[Level, str, Verdict | None]] = []
+        for label, source, input_document in inputs:
+            for level, entrypoint in ((Level.DENY, DENY), (Level.WARN, WARN)):
+                try:
+                    value = self._policy.evaluate(input_document, entrypoint)
+                    messages = _messages({level.value: value}, level)
+                except OpaWasmError as error:
+                    detail = " ".join(str(error).split())
+                    message = f"{ENGINE_RULE} {label}: evaluating {entrypoint} failed: {detail}"
+                    kind, _, name = label.partition(" ")
+                    verdict = Verdict(Level.DENY, ENGINE_RULE, kind, name, message, source)
+                    found.append((Level.DENY, message, verdict))
+                    continue
+                found.extend((level, message, None) for message in messages)
+        return found
+
+
+def _messages(outcome: Any, level: Level) -> list[str]:
+    """The messages of one level out of {"deny": [...], "warn": [...]}; strings only."""
+    value = outcome.get(level.value, []) if isinstance(outcome, dict) else None
+    if value is UNDEFINED or value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        raise OpaWasmError(f"main/{level.value} must be a set of strings, got {value!r}")
+    return value
 
 
 def _verdict(level: Level, message: str, sources: dict[tuple[str, str], str]) -> Verdict:

@@ -15,11 +15,12 @@ from checkpoint_runtime.gate.pipeline import (
     CHECK_KUBERNETES,
     CHECK_POLICY,
     CHECK_RENDER,
+    CHECK_RUNTIME,
     CHECK_VALUES,
     GateResult,
 )
 
-CHECKS = (CHECK_VALUES, CHECK_RENDER, CHECK_KUBERNETES, CHECK_POLICY)
+CHECKS = (CHECK_VALUES, CHECK_RENDER, CHECK_KUBERNETES, CHECK_RUNTIME, CHECK_POLICY)
 
 
 def junit_xml(results: Sequence[tuple[str, GateResult]]) -> str:

@@ -1,8 +1,11 @@
-"""One gate run over one values document: schema, render, Kubernetes schemas, policies.
+"""One gate run over one values document: schema, render, Kubernetes schemas, the runtime's
+startup check, policies.
 
 Each stage produces findings; a later stage runs only when the earlier ones let it (nothing to
-validate when the chart did not render). Every finding names its check and, where there is
-one, the object it is about, so a CI report points at the template to fix.
+render when the values break the chart's schema: Helm would refuse them too, and one error is
+reported once; nothing to validate when the chart did not render). Every finding names its
+check and, where there is one, the object it is about, so a CI report points at the template
+to fix.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from checkpoint_runtime.gate.engine import Level, PolicyEngine, Verdict
-from checkpoint_runtime.gate.paths import CHART_DIR, POLICY_DIR
+from checkpoint_runtime.gate import runtime_check
+from checkpoint_runtime.gate.engine import POLICY_WASM, Level, PolicyEngine, Verdict
+from checkpoint_runtime.gate.paths import CHART_DIR
 from checkpoint_runtime.gate.render import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
@@ -28,6 +32,7 @@ from checkpoint_runtime.gate.render import (
 CHECK_VALUES = "values-schema"
 CHECK_RENDER = "render"
 CHECK_KUBERNETES = "kubernetes-schema"
+CHECK_RUNTIME = "runtime-config"
 CHECK_POLICY = "policy"
 
 
@@ -67,15 +72,17 @@ class Gate:
         self,
         renderer: Renderer | None = None,
         chart_dir: Path = CHART_DIR,
-        policy_dir: Path = POLICY_DIR,
+        policy_wasm: Path = POLICY_WASM,
         kubernetes: KubernetesValidator | None = None,
     ) -> None:
         self.chart_dir = chart_dir
-        self._sdk = SdkRenderer(chart_dir)  # also merges defaults for the jsonschema check
+        # Also merges defaults for the jsonschema check. Values are validated here before the
+        # render, and invalid ones are not rendered, so Helm need not validate them again.
+        self._sdk = SdkRenderer(chart_dir, validate_values=False)
         self.renderer: Renderer = renderer or self._sdk
         self.schema = ValuesSchema(chart_dir / "values.schema.json")
         self.kubernetes = kubernetes or KubernetesValidator()
-        self.policies = PolicyEngine(policy_dir)
+        self.policies = PolicyEngine(policy_wasm)
 
     def run(
         self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
@@ -91,6 +98,8 @@ class Gate:
                     violation.message,
                 )
             )
+        if result.denied:
+            return result
         try:
             result.manifests = self.renderer.render(values, release=release, namespace=namespace)
         except RenderError as error:
@@ -98,6 +107,7 @@ class Gate:
             result.findings.append(Finding(CHECK_RENDER, Level.DENY, "RENDER", "", message))
             return result
         result.findings.extend(self.kubernetes_findings(result.manifests))
+        result.findings.extend(runtime_findings(result.manifests))
         result.findings.extend(policy_finding(v) for v in self.policies.evaluate(result.manifests))
         return result
 
@@ -114,6 +124,22 @@ class Gate:
             for manifest in manifests
             for message in self.kubernetes.violations(manifest)
         ]
+
+
+def runtime_findings(manifests: Sequence[Manifest]) -> list[Finding]:
+    """What `checkpoint-runtime run` would refuse at startup on the rendered config.json."""
+    return [
+        Finding(
+            CHECK_RUNTIME,
+            Level.DENY,
+            "RUNTIME",
+            refusal.values_key,
+            f"{refusal.message} (the runtime refuses config key "
+            f"{refusal.config_key or '<root>'} at startup: the pods would crash-loop)",
+            refusal.source,
+        )
+        for refusal in runtime_check.refusals(manifests)
+    ]
 
 
 def policy_finding(verdict: Verdict) -> Finding:

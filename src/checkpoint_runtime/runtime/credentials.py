@@ -1,7 +1,7 @@
 """API credentials of the runtime: in-cluster in a pod, else a kubeconfig.
 
 Order: `--kubeconfig`, then $KUBECONFIG, then the pod's ServiceAccount (in-cluster config).
-Retries are always off: urllib3's default re-sends a PUT whose answer was lost (§7).
+Retries are always off: urllib3's default re-sends a PUT whose answer was lost.
 """
 
 from __future__ import annotations
@@ -20,13 +20,19 @@ def kube_configuration(kubeconfig: str | None = None) -> client.Configuration:
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, client_configuration=configuration
-        )
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, client_configuration=configuration
+            )
+        except (config.ConfigException, OSError, ValueError, TypeError) as error:
+            raise ConfigError("kubeconfig", f"cannot use kubeconfig {path}: {error}") from None
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration
-        )
+        try:
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except (config.ConfigException, OSError) as error:
+            raise ConfigError("kubeconfig", f"in-cluster credentials: {error}") from None
     else:
         raise ConfigError(
             "store.backend",

@@ -6,7 +6,7 @@
 
 A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
 outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
-reopens from the authoritative API state (§7). Exit codes: 0 clean shutdown, 1 lifecycle ended
+reopens from the authoritative API state. Exit codes: 0 clean shutdown, 1 lifecycle ended
 by an error, 2 invalid configuration (nothing touched the API).
 """
 
@@ -26,13 +26,12 @@ from typing import Any
 from kubernetes import client
 from prometheus_client import Counter, Gauge
 
-from checkpoint_runtime import projection
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
-from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, check_url
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.errors import CheckpointError, ConfigError, WriteUncertainError
@@ -44,9 +43,9 @@ from checkpoint_runtime.leaderelection import (
     default_identity,
 )
 from checkpoint_runtime.metrics import StoreMetrics
-from checkpoint_runtime.runtime import credentials, logs
+from checkpoint_runtime.runtime import credentials, logs, startup
 from checkpoint_runtime.runtime.http import HealthServer
-from checkpoint_runtime.runtime.settings import RuntimeSettings, load_settings
+from checkpoint_runtime.runtime.settings import RuntimeSettings, load_document
 from checkpoint_runtime.store import Debouncer, Store
 
 log = logging.getLogger("checkpoint_runtime.runtime")
@@ -70,15 +69,24 @@ def register(subparsers: Any) -> None:
         "--identity", help="leader-election identity (default: $POD_NAME + a random suffix)"
     )
     parser.add_argument("--http-port", type=int, help="override http.port of the config")
+    parser.add_argument(
+        "--check-config",
+        action="store_true",
+        help="only run the startup checks (schema, shard size projection, installed extras), "
+        "print the projected shards and exit: 0 accepted, 2 refused; touches nothing",
+    )
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     logs.configure()
     try:
-        settings = load_settings(args.config)
-        # §6: a config whose shard could not fit is refused now, naming the knob.
-        for shard in projection.check(settings):
+        # A config whose shard could not fit is refused now, naming the knob.
+        settings, projections = startup.check(load_document(args.config))
+        for index, collector in enumerate(settings.collectors):
+            if collector.kind == "objectstore":
+                check_url(collector.url, f"collectors[{index}].url")
+        for shard in projections:
             log.info(
                 "projected shard",
                 extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
@@ -86,6 +94,11 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as error:
         log.error("invalid configuration: %s", error, extra={"key": error.path})
         return EXIT_CONFIG
+    if args.check_config:
+        for shard in projections:
+            print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
+        print(f"config accepted: {len(settings.collectors)} collector(s)")
+        return EXIT_OK
     identity = args.identity or default_identity(os.environ.get("POD_NAME"))
     runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
     if args.http_port is not None:
@@ -131,7 +144,7 @@ class RuntimeMetrics:
 class LeaderGuardedMap:
     """The store as collectors see it: every write first checks that we still lead, so a
     paused or partitioned ex-leader stops writing as soon as its renew deadline has passed,
-    before the shards' epoch fence even has to refuse it (§7)."""
+    before the shards' epoch fence even has to refuse it."""
 
     def __init__(self, store: Store, leading: Callable[[], bool]) -> None:
         self._store = store
@@ -285,7 +298,6 @@ class Runtime:
         store = self.settings.store
         if store.backend == "file":
             folder = store.path or ""
-            os.makedirs(folder, exist_ok=True)
             return FileBackend(folder, store.lease_name, store.legacy_config_map), None
         configuration = self._kube_configuration or credentials.kube_configuration(self._kubeconfig)
         configuration.retries = 0
@@ -339,7 +351,7 @@ class Runtime:
                 metrics=self.metrics.store,
             )
             if self._election is not None:
-                store.take_ownership()  # §7: before any collector runs
+                store.take_ownership()  # before any collector runs
         except (CheckpointError, ExceptionGroup) as error:
             self._on_fatal(error)
             return self._finish(None)

@@ -16,6 +16,7 @@ from typing import Any
 
 import jsonschema
 
+from checkpoint_runtime import schema_errors
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DEBOUNCE_SECONDS,
@@ -93,23 +94,12 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
-def _key_path(parts: list[str | int]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 def validate(document: Any) -> None:
     """Raise ConfigError naming the key path of the first schema violation."""
-    errors = sorted(_validator().iter_errors(document), key=lambda e: list(e.absolute_path))
-    if errors:
-        error = errors[0]
-        # oneOf over collector kinds: the most specific sub-error names the real key.
-        best = jsonschema.exceptions.best_match([error])
-        if best.context:
-            best = min(best.context, key=lambda e: (-len(e.absolute_path), str(e.message)))
-        raise ConfigError(_key_path(list(best.absolute_path)), best.message)
+    found = schema_errors.violations(_validator().iter_errors(document))
+    if found:
+        path, message = found[0]
+        raise ConfigError(path, message)
 
 
 def _reject_non_finite(name: str) -> Any:

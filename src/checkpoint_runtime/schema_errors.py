@@ -1,0 +1,64 @@
+"""One JSON-Schema failure, told once and about the field that is wrong.
+
+jsonschema reports a `oneOf` (a collector is an objectstore or a flowlogs collector) as
+"... is not valid under any of the given schemas", with the real reasons in its context. Users
+need the field: `most_specific` descends into the branch that came closest (fewest failures,
+its `kind` matched), so `collectors[0].tailnet: [1] is not of type 'string'` is what is said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from jsonschema.exceptions import ValidationError
+
+# Keywords whose failure means "this is the other branch", not "this field is wrong".
+_DISCRIMINATORS = frozenset({"const", "enum", "additionalProperties", "required"})
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    """`("checkpoint", "collectors", 0, "feed")` -> `checkpoint.collectors[0].feed`."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _branch_rank(errors: list[ValidationError]) -> tuple[int, int]:
+    discriminating = sum(1 for error in errors if error.validator in _DISCRIMINATORS)
+    return (discriminating, len(errors))
+
+
+def most_specific(error: ValidationError) -> ValidationError:
+    """The error inside `anyOf`/`oneOf` contexts that names the wrong field."""
+    while error.context:
+        branches: dict[Any, list[ValidationError]] = {}
+        for inner in error.context:
+            branches.setdefault(inner.relative_schema_path[0], []).append(inner)
+        closest = min(branches.values(), key=_branch_rank)
+        error = min(closest, key=_specificity)
+    return error
+
+
+def _specificity(error: ValidationError) -> tuple[int, bool, str]:
+    """Deepest first, then a real failure before a branch mismatch, then document order."""
+    return (-len(error.path), error.validator in _DISCRIMINATORS, str(list(error.path)))
+
+
+def describe(error: ValidationError) -> str:
+    """The message; for a failed pattern, the schema's description of the field instead of the
+    regular expression (which does not tell a reader which URL schemes or names are allowed)."""
+    description = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator == "pattern" and description:
+        return f"{error.instance!r} is not of the accepted form: {description}"
+    return error.message
+
+
+def violations(errors: Iterable[ValidationError]) -> list[tuple[str, str]]:
+    """(key path, message) once per failing field, in document order."""
+    found: dict[tuple[str, str], None] = {}
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
+        specific = most_specific(error)
+        found[(key_path(specific.absolute_path), describe(specific))] = None
+    return list(found)

@@ -130,9 +130,9 @@ gate *ARGS: setup
 dist: setup
     scripts/dist.sh
 
-# benchmark: values documents per second through render + schema + policy, SDK vs CLI
+# benchmark: the in-process render gate against helm template + conftest test, interleaved
 [group('bench')]
-bench-render: setup testenv-build
+bench-render: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/render.py
 
 # benchmark: shard sizes of the reference configurations beside the old design's figures
@@ -142,7 +142,7 @@ bench-store: setup
 
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]
-bench: setup testenv-build
+bench: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/all.py
 
 # the bounded reliability soak (races, faults, crashes, load) against the real API server

@@ -36,7 +36,7 @@ def test_the_store_tests_on_the_api_server_are_marked_apiserver() -> None:
     assert {test.replace("[kubernetes]", "[file]") for test in on_kubernetes} <= local | server
 
 
-CONFTEST = '''
+CONFTEST = """
 import pytest
 
 @pytest.fixture(scope="session")
@@ -45,7 +45,7 @@ def control_plane():
         def create_namespace(self, prefix="test"):
             return "ns-1"
     return Plane()
-'''
+"""
 
 RUN_TIME_FETCH = """
 import pytest

@@ -48,9 +48,9 @@ testenv-node-build:
 policy-tools-build:
     scripts/testenv/build-policy-tools.sh >&2
 
-# the full gate: setup, lint, types, formatting, generated files, the policies under OPA, all tests (node tier included)
+# the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup testenv-build testenv-node-build image policy-tools-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build image policy-tools-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]

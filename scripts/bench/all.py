@@ -332,7 +332,7 @@ def targets(results: Results) -> list[Target]:
             )
         )
     for rounds in scale.rounds:
-        seconds = sorted(rounds.store_s)[len(rounds.store_s) // 2]
+        seconds = load("scale")._percentile(rounds.store_s, 0.5)
         ratio = rounds.ratio()
         met = seconds <= ROUND_TARGET_SECONDS and ratio <= ROUND_TARGET_RATIO
         found.append(
@@ -361,7 +361,7 @@ def targets(results: Results) -> list[Target]:
             )
         )
     for stall in scale.stalls:
-        median = sorted(stall.batch_ms)[len(stall.batch_ms) // 2]
+        median = load("scale")._percentile(stall.batch_ms, 0.5)
         found.append(
             Target(
                 f"batch on shard B while A's write stalls, {stall.backend}",

@@ -9,7 +9,6 @@ and last a failover by deleting the leader pod.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ APP_UID = 10001
 
 
 @pytest.fixture(scope="module")
-def release(node_cluster: NodeCluster, flow_feed: FlowFeed) -> Iterator[helm.Release]:
+def release(node_cluster: NodeCluster, flow_feed: FlowFeed) -> helm.Release:
     plane = node_cluster.control_plane
     namespace = restricted_namespace(plane, "node")
     values = {
@@ -53,8 +52,7 @@ def release(node_cluster: NodeCluster, flow_feed: FlowFeed) -> Iterator[helm.Rel
     except helm.HelmError as failure:
         raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
     print(f"helm install --wait: {time.monotonic() - begun:.1f} s")
-    yield installed
-    helm.run(plane, "uninstall", installed.name, "--namespace", namespace)
+    return installed
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +161,14 @@ def test_failover_after_deleting_the_leader_pod(
     window = int(2 * POLL_SECONDS / flow_feed.interval) + 2
     assert not repeated or repeated[-1] - repeated[0] < window, repeated
     assert len(emitted) == len(set(emitted)) + len(repeated)
+
+
+def test_helm_uninstall_leaves_the_shards(release: helm.Release) -> None:
+    shards = shard_writers(release)
+    assert shards
+    helm.run(release.plane, "uninstall", release.name, "--namespace", release.namespace, "--wait")
+    wait_for(lambda: runtime_pods(release) == [], 60, "the release's pods going")
+    assert shard_writers(release) == shards  # the data outlives the release
 
 
 def _deployment(release: helm.Release) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """pytest fixtures for the real test control plane (registered from tests/conftest.py).
 
 `control_plane` starts one etcd + kube-apiserver per session, lazily, only when a test asks for
-it. If the binaries are missing or cannot be built the fixture errors: a test that needs the real
-API server must never pass or skip silently without one.
+it; `s3_server` likewise one S3-compatible server (SeaweedFS). If the binaries are missing or
+cannot be built the fixture errors: a test that needs a real server must never pass or skip
+silently without one.
 """
 
 from __future__ import annotations
@@ -12,22 +13,29 @@ from typing import Any
 
 import pytest
 
-from checkpoint_testenv import binaries, helm
+from checkpoint_testenv import binaries, helm, s3server
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.s3server import S3Server, start_s3_server
 
 ChartInstaller = Callable[..., helm.Release]
 ProxyFactory = Callable[[], FaultProxy]
 
 _APISERVER_FIXTURES = {"control_plane", "namespace", "chart_install", "fault_proxy"}
+_S3_FIXTURES = {"s3_server", "s3_bucket"}
 _STARTED = pytest.StashKey[list[ControlPlane]]()
+_S3_STARTED = pytest.StashKey[list[S3Server]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the control plane `apiserver`, so `-m` can select them."""
+    """Mark every test that uses the control plane `apiserver` and every test that uses the S3
+    server `s3`, so `-m` can select them."""
     for item in items:
-        if _APISERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if _APISERVER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.apiserver)
+        if _S3_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.s3)
 
 
 def pytest_terminal_summary(
@@ -40,6 +48,10 @@ def pytest_terminal_summary(
         terminalreporter.write_line(
             f"testenv: control plane up in {plane.startup_total:.2f} s "
             f"(etcd ready [{etcd}] s, kube-apiserver ready [{apiserver}] s, restarts included)"
+        )
+    for server in config.stash.get(_S3_STARTED, []):
+        terminalreporter.write_line(
+            f"testenv: S3 server (SeaweedFS) up in {server.startup_seconds:.2f} s"
         )
 
 
@@ -58,6 +70,29 @@ def control_plane(
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[S3Server]:
+    """One real S3-compatible server (`weed server -s3`) for the whole session."""
+    try:
+        folder = s3server.locate()
+    except binaries.BinariesMissing as missing:
+        pytest.fail(f"S3 test server unavailable: {missing}", pytrace=False)
+    server = start_s3_server(folder / "weed", tmp_path_factory.mktemp("s3server"))
+    pytestconfig.stash.setdefault(_S3_STARTED, []).append(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    """A bucket on the S3 server that no other test has used."""
+    return s3_server.create_bucket()
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import json
 import os
 import secrets
 import subprocess
-import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -81,7 +80,8 @@ class S3Server:
         self.credentials = S3Credentials(
             access_key="CR" + secrets.token_hex(9).upper(), secret_key=secrets.token_hex(20)
         )
-        self.startup_seconds = 0.0
+        self.startups: list[float] = []
+        """Seconds from spawning until ready, one entry per start (restarts included)."""
         self._names = itertools.count(1)
         self._client: Any = None
         self._process = ManagedProcess("weed server -s3", self._argv(), workdir / "weed.log")
@@ -106,15 +106,15 @@ class S3Server:
         }
         (self.workdir / "s3.json").write_text(json.dumps(identities))
         (self.workdir / "data").mkdir(exist_ok=True)
-        atexit.register(self.stop)
+        if not self.startups:
+            atexit.register(self.stop)
         self._process.start()
-        self.startup_seconds = wait_until(
-            self._accepts_uploads, self._process, _START_TIMEOUT, "ready"
-        )
+        seconds = wait_until(self._accepts_uploads, self._process, _START_TIMEOUT, "ready")
+        self.startups.append(seconds)
 
     def stop(self) -> None:
         """Shut the server down; safe to call more than once."""
-        self._process.stop()
+        self._process.stop(timeout=5.0)
 
     @property
     def running(self) -> bool:
@@ -225,7 +225,6 @@ def start_s3_server(weed: Path, workdir: Path, attempts: int = 3) -> S3Server:
         folder = workdir / f"attempt-{attempt}" if attempt > 1 else workdir
         folder.mkdir(parents=True, exist_ok=True)
         server = S3Server(weed, folder)
-        begun = time.monotonic()
         try:
             server.start()
         except RuntimeError as failure:
@@ -236,6 +235,5 @@ def start_s3_server(weed: Path, workdir: Path, attempts: int = 3) -> S3Server:
         except BaseException:
             server.stop()
             raise
-        server.startup_seconds = time.monotonic() - begun
         return server
     raise AssertionError("unreachable")

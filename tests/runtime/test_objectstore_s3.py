@@ -80,7 +80,9 @@ def s3_feed(
 
 
 def seen_names(store: Store) -> list[str]:
-    return sorted(object_name(key.rsplit("/seen/", 1)[1]) for key, _ in store.items(f"{SHARD}/"))
+    return sorted(
+        object_name(key.rsplit("/seen/", 1)[1]) for key, _ in store.items(f"{SHARD}/seen/")
+    )
 
 
 def test_a_listing_of_several_pages_is_emitted_once_and_only_under_the_prefix(

@@ -116,7 +116,7 @@ def test_failing_polls_are_counted_named_and_retried_with_backoff_while_leading(
     assert proc.leading()  # a source failure is not the lifecycle's: it keeps leading
     assert proc.get("/readyz")[0] == 200
     assert proc.metric("checkpoint_collector_polls_total", FEED) in (None, 0.0)
-    assert proc.metric("checkpoint_collector_last_success_timestamp_seconds", FEED) is None
+    assert proc.metric("checkpoint_collector_last_success_timestamp_seconds", FEED) == 0.0  # never
     warnings = [e for e in proc.logs() if e.get("error") == "SourceAccessDeniedError"]
     waits = [entry["retry_seconds"] for entry in warnings]
     assert waits[:4] == [0.2, 0.4, 0.8, 1.6]  # exponential backoff from pollSeconds

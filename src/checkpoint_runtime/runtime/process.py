@@ -148,7 +148,7 @@ class RuntimeMetrics:
         )
         self.last_success = Gauge(
             "checkpoint_collector_last_success_timestamp_seconds",
-            "Unix time at which the collector's last poll (scan) completed",
+            "Unix time at which the collector's last poll (scan) completed; 0 before the first",
             ["collector"],
             registry=r,
         )

@@ -13,6 +13,11 @@ WORKDIR /src
 ARG EXTRAS=s3
 COPY pyproject.toml README.md ./
 COPY src ./src
+# The package data (src/checkpoint_runtime/data/*) are symlinks to these folders.
+COPY schemas ./schemas
+COPY charts/checkpoint-runtime ./charts/checkpoint-runtime
+COPY policy ./policy
+COPY ci ./ci
 RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install ".${EXTRAS:+[${EXTRAS}]}"
 
@@ -23,10 +28,8 @@ LABEL org.opencontainers.image.title="checkpoint-runtime" \
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HOME=/tmp \
-    CHECKPOINT_RUNTIME_SCHEMAS=/opt/checkpoint-runtime/schemas
+    HOME=/tmp
 COPY --from=build /opt/venv /opt/venv
-COPY schemas /opt/checkpoint-runtime/schemas
 # The base image ships the standard library without bytecode; compile it now, since the
 # read-only root filesystem will not let the interpreter cache it later.
 RUN python -m compileall -q /usr/local/lib/python3.11 /opt/venv/lib

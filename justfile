@@ -38,6 +38,11 @@ system:
 testenv-build:
     scripts/testenv/build.sh >&2
 
+# build the test node's binaries (kubelet, kube-proxy, CoreDNS...) and pause image into the cache (idempotent)
+[group('setup')]
+testenv-node-build:
+    scripts/testenv/build-node.sh
+
 # build opa and conftest from the pinned Go modules into the cache (idempotent; the first build takes ~10 min)
 [group('setup')]
 policy-tools-build:
@@ -48,9 +53,9 @@ policy-tools-build:
 s3-build:
     scripts/testenv/build-s3.sh >&2
 
-# the full gate: setup, lint, types, formatting, generated files, the policies under OPA, all tests
+# the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup testenv-build policy-tools-build s3-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build image policy-tools-build s3-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]
@@ -130,9 +135,9 @@ gate *ARGS: setup
 dist: setup
     scripts/dist.sh
 
-# benchmark: values documents per second through render + schema + policy, SDK vs CLI
+# benchmark: the in-process render gate against helm template + conftest test, interleaved
 [group('bench')]
-bench-render: setup testenv-build
+bench-render: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/render.py
 
 # benchmark: shard sizes of the reference configurations beside the old design's figures
@@ -147,7 +152,7 @@ bench-s3: setup s3-build
 
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]
-bench: setup testenv-build
+bench: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/all.py
 
 # the bounded reliability soak (races, faults, crashes, load) against the real API server
@@ -155,8 +160,8 @@ bench: setup testenv-build
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}
 
-# the main job: gate the chart's defaults, then install it on a local API server and run two runtimes
+# the main job: gate the chart's defaults, install it on a real single-node cluster, checkpoint, fail over
 [group('demo')]
-demo *ARGS: setup testenv-build
+demo *ARGS: setup testenv-build testenv-node-build image
     {{ bin }}/checkpoint-runtime gate
-    {{ py }} scripts/demo_runtime.py {{ ARGS }}
+    {{ py }} scripts/demo.py {{ ARGS }}

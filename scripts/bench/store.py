@@ -107,7 +107,7 @@ def main() -> None:
     for shape in SHAPES if args.shape == "all" else (args.shape,):
         print(f"\nreference configurations, workload {shape!r}, {args.rows} seen rows per feed")
         print(
-            "(compressed bytes are the gzip-shards-v1 blobs the API server counts; limit "
+            "(compressed bytes are the gzip-shards-v2 blobs the API server counts; limit "
             f"{CONFIGMAP_VALUE_LIMIT:,} per shard)\n"
         )
         print(report(shape, args.rows))

@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/image
-log() { echo "image: $*" >&2; }
+log() { echo "image: [${SECONDS}s] $*" >&2; } # seconds since the script started
 
 # --- tools -----------------------------------------------------------------------------------
 missing=()
@@ -47,12 +47,13 @@ requirement="$root${extras:+[$extras]}"
 
 # Every input of the image, by content: a change to any of them is a new key.
 inputs_hash() {
-  (cd "$root" && find pyproject.toml README.md Dockerfile src schemas scripts/image -type f \
-    ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 |
+  (cd "$root" && find pyproject.toml README.md Dockerfile src schemas charts policy ci \
+    scripts/image -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 |
     sort -z | xargs -0 sha256sum)
   echo "extras=$extras version=$version"
 }
-key=$(inputs_hash | sha256sum | cut -c1-16)
+inputs=$(inputs_hash)
+key=$(sha256sum <<<"$inputs" | cut -c1-16)
 out=$cache/$key
 archive=$out/checkpoint-runtime-$version.tar
 
@@ -87,13 +88,11 @@ rootfs=$work/rootfs
 mkdir "$rootfs"
 tar -xpf "$base_tar" -C "$rootfs"
 cp -r "$work/wheels" "$rootfs/tmp/wheels"
-mkdir -p "$rootfs/opt/checkpoint-runtime"
-cp -r "$root/schemas" "$rootfs/opt/checkpoint-runtime/schemas"
 # A clean environment: the host's PIP_* or PYTHON* variables must not reach the image's pip.
 in_rootfs() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$rootfs" "$@"; }
 log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, from the wheelhouse)"
 in_rootfs python3 -m venv /opt/venv
-in_rootfs /opt/venv/bin/pip install --quiet --no-index --find-links /tmp/wheels \
+in_rootfs /opt/venv/bin/pip install --quiet --no-compile --no-index --find-links /tmp/wheels \
   --no-cache-dir --disable-pip-version-check "checkpoint-runtime${extras:+[$extras]}" >&2
 log "compiling bytecode (the root filesystem is read-only at run time)"
 in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
@@ -121,7 +120,6 @@ rm "$work/rootfs.tar"
   --env PYTHONDONTWRITEBYTECODE=1 \
   --env PYTHONUNBUFFERED=1 \
   --env HOME=/tmp \
-  --env CHECKPOINT_RUNTIME_SCHEMAS=/opt/checkpoint-runtime/schemas \
   --label org.opencontainers.image.title=checkpoint-runtime \
   --label "org.opencontainers.image.description=Collector runtime with sharded gzip ConfigMap checkpoints" \
   --label org.opencontainers.image.licenses=Apache-2.0 \
@@ -136,10 +134,11 @@ rm -f "$archive"
 seconds=$((SECONDS - started))
 printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %s, "build_seconds": %s}\n' \
   "$name" "$extras" "$unpacked" "$(stat -c %s "$archive")" "$seconds" >"$out/info.json"
+echo "$inputs" >"$out/inputs.txt" # what the key covers, to tell why a build was not cached
 touch "$out/complete"
 log "built $name in ${seconds}s: $((unpacked / 1000000)) MB unpacked ($archive)"
 
-# Keep the two newest archives; each is a few hundred MB.
+# Keep the three newest archives (checkouts share the cache); each is about 300 MB.
 find "$cache" -mindepth 1 -maxdepth 1 -type d -name '????????????????' -printf '%T@ %p\n' |
-  sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -rf
+  sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
 echo "$archive"

@@ -48,6 +48,7 @@ from typing import Any
 from checkpoint_runtime import codec_v1
 from checkpoint_runtime.codec_v1 import PADDED, PLAIN, UNPADDED
 from checkpoint_runtime.constants import (
+    DELTA_DEFLATE_LEVEL,
     MAX_DECODED_ENVELOPE,
     MEAN_RUN_ENTRIES,
     SHARD_FORMAT,
@@ -202,7 +203,7 @@ def encode_delta(
     raw_bytes = base.raw_bytes + len(text)
     if raw_bytes > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, raw_bytes, MAX_DECODED_ENVELOPE, rows)
-    member = gzip_fast(text)
+    member = gzip_fast(text, DELTA_DEFLATE_LEVEL)
     return EncodedShard(shard, base.member + member, raw_bytes, rows, base, len(member))
 
 
@@ -314,11 +315,13 @@ def _build_base64(column: _Column, encoding: int, head: str) -> list[str] | None
         lead = head + binascii.b2a_base64(raw[:cut], newline=False).decode("ascii")
         chunk = entries[start : start + count]
         start += count
-        encoded = b"".join(map(binascii.b2a_base64, map(raw[cut:].__add__, chunk)))
+        if cut < len(raw):
+            chunk = list(map(raw[cut:].__add__, chunk))
+        encoded = b"".join(map(binascii.b2a_base64, chunk))
         if encoding == UNPADDED:
             encoded = encoded.replace(b"=", b"")
         pieces.append(lead + encoded[:-1].decode("ascii").replace("\n", "\n" + lead))
-    return "\n".join(pieces).split("\n")
+    return (pieces[0] if len(pieces) == 1 else "\n".join(pieces)).split("\n")
 
 
 def _decode_group(

@@ -32,9 +32,9 @@ def gzip_fixed(data: bytes) -> bytes:
     return _member(data, compressor.compress(data) + compressor.flush())
 
 
-def gzip_fast(data: bytes) -> bytes:
-    """One gzip member, libdeflate, fixed header: deterministic for equal input."""
-    return _member(data, deflate.deflate_compress(data, FAST_DEFLATE_LEVEL))
+def gzip_fast(data: bytes, level: int = FAST_DEFLATE_LEVEL) -> bytes:
+    """One gzip member, libdeflate, fixed header: deterministic for equal input and level."""
+    return _member(data, deflate.deflate_compress(data, level))
 
 
 def member_crc(member: bytes) -> int:

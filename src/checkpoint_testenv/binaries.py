@@ -1,8 +1,10 @@
-"""Find the pinned kube-apiserver, etcd and helm binaries.
+"""Find the pinned kube-apiserver, etcd and helm binaries, and the test node's.
 
 They come from scripts/testenv/build.sh (built from the official Go modules, cached per pin set),
-or from the folder named by CHECKPOINT_TESTENV_BIN. A missing binary is an error, never a reason
-to skip or to fall back to something that only looks like an API server.
+or from the folder named by CHECKPOINT_TESTENV_BIN. The node's (kubelet, kube-controller-manager,
+kube-scheduler, kube-proxy, CoreDNS and the pause image archive) come from
+scripts/testenv/build-node.sh or CHECKPOINT_TESTENV_NODE_BIN. A missing binary is an error, never
+a reason to skip or to fall back to something that only looks like an API server.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ BIN_ENV = "CHECKPOINT_TESTENV_BIN"
 REQUIRED = ("kube-apiserver", "etcd", "helm")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build.sh"
+NODE_BIN_ENV = "CHECKPOINT_TESTENV_NODE_BIN"
+NODE_REQUIRED = (
+    "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns", "pause.tar"
+)  # fmt: skip
+NODE_BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build-node.sh"
 
 
 class BinariesMissing(RuntimeError):
@@ -23,26 +30,45 @@ class BinariesMissing(RuntimeError):
 
 def locate() -> Path:
     """Return the folder holding kube-apiserver, etcd and helm, building them if needed."""
-    configured = os.environ.get(BIN_ENV)
-    folder = Path(configured) if configured else _run_build_script()
-    missing = [name for name in REQUIRED if not os.access(folder / name, os.X_OK)]
-    if missing:
-        source = f"${BIN_ENV}" if configured else str(BUILD_SCRIPT)
-        raise BinariesMissing(f"{', '.join(missing)} not executable in {folder} (from {source})")
+    return _locate(BIN_ENV, BUILD_SCRIPT, REQUIRED)
+
+
+def locate_node() -> Path:
+    """Return the folder holding the test node's binaries and pause image, building if needed."""
+    return _locate(NODE_BIN_ENV, NODE_BUILD_SCRIPT, NODE_REQUIRED)
+
+
+def _locate(env: str, script: Path, required: tuple[str, ...]) -> Path:
+    configured = os.environ.get(env)
+    folder = Path(configured) if configured else _run_build_script(script, env)
+    # Image archives are read, everything else is run.
+    archives = [name for name in required if name.endswith(".tar")]
+    programs = [name for name in required if name not in archives]
+    problems = [
+        f"{', '.join(names)} not {what}"
+        for names, what in (
+            ([n for n in programs if not os.access(folder / n, os.X_OK)], "executable"),
+            ([n for n in archives if not os.access(folder / n, os.R_OK)], "readable"),
+        )
+        if names
+    ]
+    if problems:
+        source = f"${env}" if configured else str(script)
+        raise BinariesMissing(f"{'; '.join(problems)} in {folder} (from {source})")
     return folder
 
 
-def _run_build_script() -> Path:
-    if not BUILD_SCRIPT.is_file():
-        raise BinariesMissing(f"{BUILD_SCRIPT} not found; set ${BIN_ENV} to a binary folder")
+def _run_build_script(script: Path, env: str) -> Path:
+    if not script.is_file():
+        raise BinariesMissing(f"{script} not found; set ${env} to a binary folder")
     # stderr is left to the terminal: a first build takes minutes and prints its progress there.
     result = subprocess.run(
-        [str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
+        [str(script)], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
     )
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
         raise BinariesMissing(
-            f"{BUILD_SCRIPT} failed with exit code {result.returncode}; "
-            f"run it by hand to see why, or set ${BIN_ENV}"
+            f"{script} failed with exit code {result.returncode}; "
+            f"run it by hand to see why, or set ${env}"
         )
     return Path(lines[-1])

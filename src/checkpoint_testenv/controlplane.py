@@ -50,21 +50,25 @@ class StartupTimes:
 class ControlPlane:
     """etcd and kube-apiserver processes plus the credentials and clients to reach them."""
 
+    # Where etcd and kube-apiserver listen and what the API server advertises; a subclass that
+    # runs them elsewhere (a node's network namespace) sets its own before __init__.
+    address = "127.0.0.1"
+
     def __init__(self, bin_dir: Path, workdir: Path) -> None:
         self.bin_dir = bin_dir
         self.workdir = workdir
         self.etcd_client_port = free_port()
         self.etcd_peer_port = free_port()
         self.port = free_port()
-        self.host = f"https://127.0.0.1:{self.port}"
+        self.host = f"https://{self.address}:{self.port}"
         self.admin_token = secrets.token_hex(24)
         self.startup = StartupTimes()
         self.startup_total = 0.0
         self._certs: certs.Certificates | None = None
         self._names = itertools.count(1)
-        self._etcd = ManagedProcess("etcd", self._etcd_argv(), workdir / "etcd.log")
+        self._etcd = ManagedProcess("etcd", self.wrap(self._etcd_argv()), workdir / "etcd.log")
         self._apiserver = ManagedProcess(
-            "kube-apiserver", self._apiserver_argv(), workdir / "kube-apiserver.log"
+            "kube-apiserver", self.wrap(self._apiserver_argv()), workdir / "kube-apiserver.log"
         )
         self.kubeconfig = workdir / "admin.kubeconfig"
 
@@ -72,11 +76,7 @@ class ControlPlane:
 
     def start(self) -> None:
         """Generate credentials, start etcd then kube-apiserver, and wait until both are ready."""
-        self._certs = certs.generate(self.workdir / "pki")
-        (self.workdir / "tokens.csv").write_text(
-            f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n'
-        )
-        self._write_kubeconfig()
+        self.write_credentials()
         atexit.register(self.stop)
         self.start_etcd()
         self.start_apiserver()
@@ -174,6 +174,50 @@ class ControlPlane:
             raise RuntimeError(f"TokenRequest for {namespace}/{name} returned no token")
         return str(answer.status.token)
 
+    # ---- extension points (overridden by a node's control plane) ----------------------------
+
+    def write_credentials(self) -> None:
+        """The CA and certs, the static tokens and the admin kubeconfig."""
+        names = [self.address, *self.serving_names()]
+        self._certs = certs.generate(self.workdir / "pki", [n for n in names if n != "127.0.0.1"])
+        (self.workdir / "tokens.csv").write_text(
+            "".join(f'{token},{user},{user},"{group}"\n' for token, user, group in self.users())
+        )
+        write_kubeconfig(self.kubeconfig, self.host, self.ca_file, ADMIN_USER, self.admin_token)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The command that runs `argv` where the servers live (here: as it is)."""
+        return argv
+
+    def serving_names(self) -> list[str]:
+        """Subject alternative names of the serving cert besides the listening address."""
+        return []
+
+    def users(self) -> list[tuple[str, str, str]]:
+        """(token, user, group) of each static-token user; the admin is in system:masters."""
+        return [(self.admin_token, ADMIN_USER, "system:masters")]
+
+    def apiserver_options(self) -> dict[str, str]:
+        """kube-apiserver's flags, name (without dashes) to value."""
+        pki = self.workdir / "pki"
+        return {
+            "etcd-servers": f"http://{self.address}:{self.etcd_client_port}",
+            "secure-port": str(self.port),
+            "bind-address": self.address,
+            "advertise-address": self.address,
+            "cert-dir": str(self.workdir / "apiserver-certs"),
+            "tls-cert-file": str(pki / "serving.crt"),
+            "tls-private-key-file": str(pki / "serving.key"),
+            "token-auth-file": str(self.workdir / "tokens.csv"),
+            "authorization-mode": "RBAC",
+            "service-cluster-ip-range": SERVICE_CLUSTER_IP_RANGE,
+            "service-account-issuer": SERVICE_ACCOUNT_ISSUER,
+            "service-account-key-file": str(pki / "sa.pub"),
+            "service-account-signing-key-file": str(pki / "sa.key"),
+            # No controller-manager creates the default ServiceAccount a Pod would need.
+            "disable-admission-plugins": "ServiceAccount",
+        }
+
     # ---- internals -------------------------------------------------------------------------
 
     @property
@@ -183,8 +227,8 @@ class ControlPlane:
         return self._certs
 
     def _etcd_argv(self) -> list[str]:
-        client_url = f"http://127.0.0.1:{self.etcd_client_port}"
-        peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
+        client_url = f"http://{self.address}:{self.etcd_client_port}"
+        peer_url = f"http://{self.address}:{self.etcd_peer_port}"
         return [
             str(self.bin_dir / "etcd"),
             "--name=testenv",
@@ -201,46 +245,11 @@ class ControlPlane:
         ]
 
     def _apiserver_argv(self) -> list[str]:
-        pki = self.workdir / "pki"
-        return [
-            str(self.bin_dir / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_client_port}",
-            f"--secure-port={self.port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            f"--tls-cert-file={pki / 'serving.crt'}",
-            f"--tls-private-key-file={pki / 'serving.key'}",
-            f"--token-auth-file={self.workdir / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            # No controller-manager creates the default ServiceAccount a Pod would need.
-            "--disable-admission-plugins=ServiceAccount",
-        ]
-
-    def _write_kubeconfig(self) -> None:
-        kubeconfig = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "testenv",
-                    "cluster": {"server": self.host, "certificate-authority": str(self.ca_file)},
-                }
-            ],
-            "users": [{"name": ADMIN_USER, "user": {"token": self.admin_token}}],
-            "contexts": [
-                {"name": "testenv", "context": {"cluster": "testenv", "user": ADMIN_USER}}
-            ],
-            "current-context": "testenv",
-        }
-        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
+        options = self.apiserver_options()
+        return [str(self.bin_dir / "kube-apiserver"), *(f"--{k}={v}" for k, v in options.items())]
 
     def _etcd_healthy(self) -> bool:
-        url = f"http://127.0.0.1:{self.etcd_client_port}/health"
+        url = f"http://{self.address}:{self.etcd_client_port}/health"
         try:
             with urllib.request.urlopen(url, timeout=1) as answer:
                 return b'"true"' in answer.read()
@@ -257,6 +266,24 @@ class ControlPlane:
                 return bool(answer.status == 200)
         except (OSError, urllib.error.URLError):
             return False
+
+
+def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> None:
+    """A kubeconfig for `server` that authenticates as `user` with a bearer `token`."""
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "testenv",
+                "cluster": {"server": server, "certificate-authority": str(ca_file)},
+            }
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "testenv", "context": {"cluster": "testenv", "user": user}}],
+        "current-context": "testenv",
+    }
+    path.write_text(yaml.safe_dump(kubeconfig))
 
 
 def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> ControlPlane:

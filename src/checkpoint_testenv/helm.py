@@ -1,8 +1,10 @@
 """Install the chart into the test control plane with the pinned helm CLI.
 
-No --wait: there is no kubelet or controller-manager, so nothing would ever become ready. What the
-tests need is what the chart *creates*: its ServiceAccount, Role and RoleBinding (to act with
-exactly the chart's permissions) and the runtime config it rendered (read back from the server).
+On the bare control plane there is no kubelet or controller-manager, so nothing would ever become
+ready: what those tests need is what the chart *creates* (its ServiceAccount, Role and RoleBinding,
+to act with exactly the chart's permissions, and the runtime config it rendered, read back from
+the server). On the test node (`wait=True`) helm waits for real pods, and `run` drives the rest
+of a release's life (test, upgrade, uninstall).
 """
 
 from __future__ import annotations
@@ -61,26 +63,32 @@ def install(
     values: dict[str, Any] | None = None,
     release: str = DEFAULT_RELEASE,
     chart_dir: Path = CHART_DIR,
+    wait: bool = False,
+    timeout_seconds: int = 300,
 ) -> Release:
-    """`helm install` the chart into an existing namespace and describe what it created."""
+    """`helm install` the chart into an existing namespace and describe what it created.
+
+    `wait`: helm waits until the release's pods are Ready (only a node makes pods).
+    """
     if not (chart_dir / "Chart.yaml").is_file():
         raise HelmError(f"no chart at {chart_dir}")
     helm_dir = plane.workdir / "helm"
     helm_dir.mkdir(exist_ok=True)
     values_file = helm_dir / f"{namespace}-{release}-values.json"
     values_file.write_text(json.dumps(values or {}))
-    output = _helm(
+    waiting = ["--wait", "--timeout", f"{timeout_seconds}s"] if wait else []
+    output = run(
         plane,
         "install", release, str(chart_dir), "--namespace", namespace, "--values", str(values_file),
-        "--output", "json",
+        "--output", "json", *waiting,
     )  # fmt: skip
-    manifest_text = json.loads(output).get("manifest") or _helm(
+    manifest_text = json.loads(output).get("manifest") or run(
         plane, "get", "manifest", release, "--namespace", namespace
     )
     manifest = [doc for doc in yaml.safe_load_all(manifest_text) if isinstance(doc, dict)]
     config_map = _config_map(manifest, release)
     config_namespace = config_map["metadata"].get("namespace") or namespace
-    rendered = _read_rendered_config(plane, config_namespace, config_map["metadata"]["name"])
+    rendered = read_rendered_config(plane, config_namespace, config_map["metadata"]["name"])
     store = rendered.get("store", {})
     return Release(
         plane=plane,
@@ -88,13 +96,16 @@ def install(
         namespace=namespace,
         coordination_namespace=store.get("namespace") or namespace,
         service_account=_service_account(manifest),
-        lease_name=store.get("leaseName") or _lease_name_from_role(manifest),
+        # The file store has no Lease (one replica, no election).
+        lease_name=store.get("leaseName")
+        or ("" if store.get("backend") == "file" else _lease_name_from_role(manifest)),
         rendered_config=rendered,
         manifest=manifest,
     )
 
 
-def _helm(plane: ControlPlane, *args: str) -> str:
+def run(plane: ControlPlane, *args: str) -> str:
+    """Run the pinned helm against `plane` (its own cache/config/data folders); its stdout."""
     home = plane.workdir / "helm" / "home"
     env = {
         **os.environ,
@@ -127,7 +138,7 @@ def _config_map(manifest: list[dict[str, Any]], release: str) -> dict[str, Any]:
     return candidates[0]
 
 
-def _read_rendered_config(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+def read_rendered_config(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
     """Read the config back from the server: what was stored, not what helm meant to send."""
     with plane.admin_api() as api:
         stored = client.CoreV1Api(api).read_namespaced_config_map(name, namespace)

@@ -1,9 +1,11 @@
 """pytest fixtures for the real test control plane (registered from tests/conftest.py).
 
 `control_plane` starts one etcd + kube-apiserver per session, lazily, only when a test asks for
-it; `s3_server` likewise one S3-compatible server (SeaweedFS). If the binaries are missing or
-cannot be built the fixture errors: a test that needs a real server must never pass or skip
-silently without one.
+it; `node_cluster` likewise starts one whole node (control plane, kubelet, containerd, CNI,
+kube-proxy, CoreDNS, the project's image imported) once per session, and `s3_server` one
+S3-compatible server (SeaweedFS). If the binaries are missing or cannot be built, or the
+machine cannot run a node, the fixture errors with the reason: a test that needs them must
+never pass or skip silently without them.
 """
 
 from __future__ import annotations
@@ -16,26 +18,32 @@ import pytest
 from checkpoint_testenv import binaries, helm, s3server
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.node import images, preflight
+from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.s3server import S3Server, start_s3_server
 
 ChartInstaller = Callable[..., helm.Release]
 ProxyFactory = Callable[[], FaultProxy]
 
 _APISERVER_FIXTURES = {"control_plane", "namespace", "chart_install", "fault_proxy"}
+_NODE_FIXTURES = {"node_cluster"}
 _S3_FIXTURES = {"s3_server", "s3_bucket"}
 _STARTED = pytest.StashKey[list[ControlPlane]]()
+_NODES = pytest.StashKey[list[NodeCluster]]()
 _S3_STARTED = pytest.StashKey[list[S3Server]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the control plane `apiserver` and every test that uses the S3
-    server `s3`, so `-m` can select them."""
+    """Mark tests that use the control plane `apiserver`, the node `node` and the S3 server
+    `s3` (for `-m`)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if _APISERVER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.apiserver)
         if _S3_FIXTURES & fixtures:
             item.add_marker(pytest.mark.s3)
+        if _NODE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.node)
 
 
 def pytest_terminal_summary(
@@ -48,6 +56,16 @@ def pytest_terminal_summary(
         terminalreporter.write_line(
             f"testenv: control plane up in {plane.startup_total:.2f} s "
             f"(etcd ready [{etcd}] s, kube-apiserver ready [{apiserver}] s, restarts included)"
+        )
+    for node in config.stash.get(_NODES, []):
+        times = node.times
+        imports = ", ".join(
+            f"{name} {seconds:.1f}" for name, seconds in times.image_imports.items()
+        )
+        terminalreporter.write_line(
+            f"testenv: node up in {times.total:.1f} s (control plane {times.control_plane:.1f} s, "
+            f"image imports [{imports}] s, kubelet to Ready {times.node_ready:.1f} s); "
+            f"teardown {times.teardown:.1f} s"
         )
     for server in config.stash.get(_S3_STARTED, []):
         starts = ", ".join(f"{seconds:.2f}" for seconds in server.startups)
@@ -94,6 +112,27 @@ def s3_server(
 def s3_bucket(s3_server: S3Server) -> str:
     """A bucket on the S3 server that no other test has used."""
     return s3_server.create_bucket()
+
+
+@pytest.fixture(scope="session")
+def node_cluster(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[NodeCluster]:
+    """One real single-node cluster, with the project's image imported, for the whole session."""
+    try:
+        preflight.check()
+        control_bin = binaries.locate()
+        node_bin = binaries.locate_node()
+        app_image = images.app_image_archive()
+    except (binaries.BinariesMissing, preflight.NodeUnavailable) as missing:
+        pytest.fail(f"test node unavailable: {missing}", pytrace=False)
+    node = NodeCluster(control_bin, node_bin, tmp_path_factory.mktemp("node"))
+    pytestconfig.stash.setdefault(_NODES, []).append(node)
+    try:
+        node.start([app_image])
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.fixture

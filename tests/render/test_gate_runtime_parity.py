@@ -152,3 +152,12 @@ def test_config_keys_map_to_the_values_keys_the_chart_renders_them_from(
     config_key: str, values_key_: str
 ) -> None:
     assert values_key(config_key) == values_key_
+
+
+def test_an_annotation_value_the_yaml_1_1_reader_misreads_passes_the_gate(gate: Gate) -> None:
+    """A bare `=` is YAML 1.1's `value` tag to PyYAML but the string "=" to Kubernetes: the gate
+    reads the render as the API server does (found by the property test)."""
+    result = gate.run({"serviceAccount": {"create": True, "name": "", "annotations": {"a": "="}}})
+    assert not result.denied, result.findings
+    (account,) = [m for m in result.manifests if m.kind == "ServiceAccount"]
+    assert account.document["metadata"]["annotations"] == {"a": "="}

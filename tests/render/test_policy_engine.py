@@ -125,3 +125,23 @@ def test_the_policies_stay_plain_conftest_policy(name: str) -> None:
     text = (POLICY_DIR / name).read_text(encoding="utf-8")
     assert text.count("\npackage main\n") == 1
     assert "deny contains msg if" in text
+
+
+def test_input_the_engine_cannot_take_is_a_finding_for_each_document_and_mode() -> None:
+    """A value JSON cannot hold (a YAML date, say) fails the document and the combined release
+    with a named ENGINE deny, not a traceback."""
+    import datetime
+
+    from checkpoint_runtime.gate.engine import COMBINED_LABEL
+    from checkpoint_runtime.gate.render import Manifest
+
+    odd = Manifest(
+        "t.yaml",
+        {"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"d": datetime.date(2024, 1, 1)}},
+    )
+    verdicts = PolicyEngine().evaluate([odd])
+    assert {(v.rule, v.obj, v.source) for v in verdicts} == {
+        (ENGINE_RULE, "ConfigMap x", "t.yaml"),
+        (ENGINE_RULE, COMBINED_LABEL, "<release>"),
+    }
+    assert all(v.level is Level.DENY and "JSON" in v.message for v in verdicts)

@@ -7,22 +7,19 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from checkpoint_runtime.collectors.flowlogs import parse_rfc3339
-from checkpoint_runtime.collectors.objectstore import object_id, rfc3339_ns
+from checkpoint_runtime.collectors.objectstore import object_id
 from checkpoint_testenv.controlplane import free_port
+from checkpoint_testenv.flowlogs import FlowLogServer
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
@@ -55,48 +52,6 @@ def write_objects(bucket: Path, names: list[str]) -> None:
         path = bucket / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"object": name, "n": 1}) + "\n" + json.dumps({"n": 2}) + "\n")
-
-
-class FlowLogServer:
-    """Serves records whose `at` lies in [start, end); can be told to fail."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-        self.failing = False
-        self.requests: list[tuple[datetime, datetime]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-                start, end = parse_rfc3339(query["start"][0]), parse_rfc3339(query["end"][0])
-                outer.requests.append((start, end))
-                if outer.failing:
-                    self.send_response(500)
-                    self.end_headers()
-                    return
-                chosen = [r for r in outer.records if start <= parse_rfc3339(r["at"]) < end]
-                body = json.dumps({"logs": chosen}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/flowlogs"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def add(self, at: datetime, n: int) -> None:
-        self.records.append({"at": rfc3339_ns(at), "n": n})
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class RuntimeProcess:

@@ -74,3 +74,31 @@ def test_project_command_prints_a_table_and_exits_non_zero_on_misfit(
     assert "collectors[0].maxSeenKeys" in captured.err
     bad.write_text('{"collectors": [{"kind": "objectstore"}]}')
     assert cli.main(["project", "--config", str(bad)]) == 2
+
+
+def test_a_vanishing_poll_interval_is_refused_not_overflowed() -> None:
+    """replayWindowSeconds / pollSeconds overflows to infinity for a denormal pollSeconds (the
+    schema only says > 0); the projection caps it and refuses, naming the knob."""
+    document = {"collectors": [{"kind": "flowlogs", "url": "http://x/", "pollSeconds": 1e-323}]}
+    with pytest.raises(ConfigError) as raised:
+        projection.check(parse(document))
+    assert raised.value.path == "collectors[0].replayWindowSeconds"
+
+
+def test_flowlogs_beyond_the_encoded_sample_are_extrapolated_conservatively() -> None:
+    """172,800 replay windows: the projection encodes 10,000 and scales, and stays above the
+    exactly encoded size (measured 513,974 bytes with the v1 codec)."""
+    document = {
+        "collectors": [
+            {
+                "kind": "flowlogs",
+                "url": "http://x/",
+                "pollSeconds": 0.5,
+                "replayWindowSeconds": 86_400,
+            }
+        ]
+    }
+    (shard,) = projection.check(parse(document))
+    assert shard.extrapolated
+    assert shard.rows == 172_801
+    assert shard.fits

@@ -33,6 +33,7 @@ DENY = "main/deny"
 WARN = "main/warn"
 ENGINE_RULE = "ENGINE"
 COMBINED_SOURCE = "<release>"
+COMBINED_LABEL = "release (combined)"  # "<kind> <name>" of an ENGINE finding about --combine
 
 # "RBAC-3 Role cr-checkpoint-runtime: rules differ ..." -> rule id, kind, name, detail.
 _MESSAGE = re.compile(r"^(?P<rule>[A-Z]+-\d+) (?P<kind>\S+) (?P<name>\S+): (?P<detail>.*)$", re.S)
@@ -147,7 +148,7 @@ class PolicyEngine:
         if Mode.DOCUMENT in modes:
             inputs += [(manifest_label(m), m.source, m.document) for m in manifests]
         if Mode.COMBINED in modes:
-            inputs.append(("the release (combined)", COMBINED_SOURCE, combined_input(manifests)))
+            inputs.append((COMBINED_LABEL, COMBINED_SOURCE, combined_input(manifests)))
         found: list[tuple[Level, str, Verdict | None]] = []
         for label, source, input_document in inputs:
             for level, entrypoint in ((Level.DENY, DENY), (Level.WARN, WARN)):

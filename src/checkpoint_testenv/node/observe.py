@@ -1,0 +1,208 @@
+"""Observing a release on the test node: its pods, Lease, shards, logs and metrics.
+
+Shared by the node tests and the demo; everything is read through the API server as admin.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from checkpoint_runtime.constants import ANNOTATION_WRITER
+from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.helm import Release
+
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll until true; seconds taken."""
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def restricted_namespace(plane: ControlPlane, prefix: str) -> str:
+    """A new namespace whose pods must pass the restricted Pod Security profile."""
+    name = plane.create_namespace(prefix)
+    with plane.admin_api() as api:
+        client.CoreV1Api(api).patch_namespace(name, {"metadata": {"labels": RESTRICTED}})
+    return name
+
+
+def selector(release: Release) -> str:
+    return f"app.kubernetes.io/instance={release.name},app.kubernetes.io/name=checkpoint-runtime"
+
+
+def runtime_pods(release: Release) -> list[Any]:
+    """The release's runtime pods (not the helm test pod), not being deleted."""
+    listed: Any
+    with release.plane.admin_api() as api:
+        listed = client.CoreV1Api(api).list_namespaced_pod(
+            release.namespace, label_selector=selector(release)
+        )
+    return [
+        pod
+        for pod in listed.items
+        if pod.metadata.deletion_timestamp is None
+        and any(c.name == "runtime" for c in pod.spec.containers)
+    ]
+
+
+def ready(pod: Any) -> bool:
+    conditions = pod.status.conditions or []
+    return pod.status.phase == "Running" and any(
+        c.type == "Ready" and c.status == "True" for c in conditions
+    )
+
+
+def lease_holder(release: Release) -> str:
+    lease: Any
+    with release.plane.admin_api() as api:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            release.lease_name, release.coordination_namespace
+        )
+    return str(lease.spec.holder_identity or "")
+
+
+def holder_pod(holder: str) -> str:
+    """The pod name in a Lease holder identity (`<pod>_<random>`)."""
+    return holder.rpartition("_")[0]
+
+
+def shard_writers(release: Release) -> dict[str, str]:
+    """Shard ConfigMap name -> the writer stamped on it."""
+    listed: Any
+    with release.plane.admin_api() as api:
+        listed = client.CoreV1Api(api).list_namespaced_config_map(release.coordination_namespace)
+    return {
+        cm.metadata.name: cm.metadata.annotations[ANNOTATION_WRITER]
+        for cm in listed.items
+        if cm.metadata.annotations and ANNOTATION_WRITER in cm.metadata.annotations
+    }
+
+
+def service_name(release: Release) -> str:
+    names = [doc["metadata"]["name"] for doc in release.manifest if doc.get("kind") == "Service"]
+    assert len(names) == 1, names
+    return str(names[0])
+
+
+def service_get(release: Release, path: str) -> str:
+    """GET `path` on the release's Service (the API server's Service proxy picks a Ready pod)."""
+    with release.plane.admin_api() as api:
+        answer = client.CoreV1Api(api).connect_get_namespaced_service_proxy_with_path(
+            f"{service_name(release)}:http", release.namespace, path.lstrip("/")
+        )
+    return str(answer)
+
+
+class LogFollower:
+    """Streams one container's log (follow) in a thread until the container ends."""
+
+    def __init__(self, release: Release, pod: str, container: str = "runtime") -> None:
+        self.lines: list[str] = []
+        self._release = release
+        self._pod = pod
+        self._container = container
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        with self._release.plane.admin_api() as api:
+            stream: Any = client.CoreV1Api(api).read_namespaced_pod_log(
+                self._pod,
+                self._release.namespace,
+                container=self._container,
+                follow=True,
+                _preload_content=False,
+            )
+            pending = b""
+            for chunk in stream.stream(4096):
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                self.lines.extend(line.decode(errors="replace") for line in complete)
+            if pending:
+                self.lines.append(pending.decode(errors="replace"))
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def entries(self) -> list[dict[str, Any]]:
+        parsed: list[dict[str, Any]] = []
+        for line in list(self.lines):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                parsed.append(value)
+        return parsed
+
+    def flow_numbers(self) -> list[int]:
+        """The `n` of every flowlogs record this container emitted (its stdout sink)."""
+        return [
+            int(entry["record"]["n"])
+            for entry in self.entries()
+            if entry.get("collector") == "flowlogs" and isinstance(entry.get("record"), dict)
+        ]
+
+
+class ReleaseLogs:
+    """Follows the runtime container of every pod of a release, including replacement pods."""
+
+    def __init__(self, release: Release) -> None:
+        self.release = release
+        self.followers: dict[str, LogFollower] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Start following pods that appeared since (a follower reads a log from its start)."""
+        for pod in runtime_pods(self.release):
+            name = pod.metadata.name
+            if name not in self.followers and pod.status.phase == "Running":
+                self.followers[name] = LogFollower(self.release, name)
+
+    def flow_numbers(self, pod: str) -> list[int]:
+        return self.followers[pod].flow_numbers() if pod in self.followers else []
+
+
+def describe(plane: ControlPlane, namespace: str, log_lines: int = 15) -> str:
+    """Pods, their containers' states and last log lines, and the events of `namespace`: what
+    a failed `helm install --wait` needs to explain itself."""
+    out: list[str] = []
+    pods: Any
+    events: Any
+    with plane.admin_api() as api:
+        core = client.CoreV1Api(api)
+        pods = core.list_namespaced_pod(namespace)
+        for pod in pods.items:
+            out.append(f"pod {pod.metadata.name}: {pod.status.phase}")
+            for status in pod.status.container_statuses or []:
+                state = status.state.to_dict() if status.state else {}
+                current = {k: v for k, v in state.items() if v}
+                out.append(f"  {status.name}: ready={status.ready} restarts={status.restart_count}")
+                out.append(f"    {current}")
+                try:
+                    log = core.read_namespaced_pod_log(
+                        pod.metadata.name, namespace, container=status.name, tail_lines=log_lines
+                    )
+                except client.ApiException as error:
+                    log = f"(no log: {error.reason})"
+                out.extend(f"    | {line}" for line in str(log).splitlines())
+        events = core.list_namespaced_event(namespace)
+    for event in events.items:
+        out.append(f"event {event.involved_object.name}: {event.reason}: {event.message}")
+    return "\n".join(out)

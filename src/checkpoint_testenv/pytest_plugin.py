@@ -46,6 +46,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.node)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> None:
+    """Fail a test that reaches the control plane unmarked (a fixture fetched it at run time
+    with `request.getfixturevalue`): `-m "not apiserver"` would have selected it."""
+    if fixturedef.argname not in _APISERVER_FIXTURES or fixturedef.scope != "function":
+        return
+    node = request.node
+    if isinstance(node, pytest.Item) and node.get_closest_marker("apiserver") is None:
+        pytest.fail(
+            f"{node.nodeid} uses {fixturedef.argname!r} at run time but is not marked "
+            "`apiserver`; mark the parameter or fixture that fetches it "
+            "(pytest.param(..., marks=pytest.mark.apiserver))",
+            pytrace=False,
+        )
+
+
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:

@@ -177,3 +177,17 @@ def test_each_persist_is_observed_in_the_latency_histogram(kube: KubeHarness) ->
     assert observed is not None
     assert 0 < observed <= elapsed
     assert sample(store, "checkpoint_persist_seconds_bucket", {"le": "+Inf"}) == 2
+
+
+def test_a_throttled_read_waits_for_retry_after(kube: KubeHarness, proxy: FaultProxy) -> None:
+    """Opening lists the shards: a 429 on that read is retried no sooner than Retry-After."""
+    open_store(kube).batch({CURSOR: "1"})
+    proxy.answer(429, "TooManyRequests", count=None, method="GET", retry_after=1, for_seconds=2.5)
+
+    store = proxied(kube, proxy, deadline=30)
+
+    throttled = [e.at for e in requests(proxy, "GET", Action.ANSWER)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(throttled)]
+    assert len(throttled) >= 2
+    assert min(gaps) >= 0.95, gaps
+    assert store.get(CURSOR) == "1"

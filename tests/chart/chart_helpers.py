@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from checkpoint_runtime.gate.goyaml import GoYamlLoader
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = ROOT / "charts" / "checkpoint-runtime"
 CI_VALUES = sorted((ROOT / "ci").glob("*-values.yaml"))
@@ -44,7 +46,8 @@ def manifests_of(rendered: dict[str, str]) -> list[Manifest]:
     for template, text in sorted(rendered.items()):
         if not template.endswith((".yaml", ".yml")):
             continue
-        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+        # Read as Go YAML reads it (helm, kubectl, the API server), not as YAML 1.1.
+        objects.extend(doc for doc in yaml.load_all(text, Loader=GoYamlLoader) if doc)
     return objects
 
 

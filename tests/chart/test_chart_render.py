@@ -451,3 +451,33 @@ def test_pod_disruption_budget_lets_a_drain_evict_unhealthy_pods(render: Render)
     )
     policy = one(objects, "PodDisruptionBudget")["spec"]["unhealthyPodEvictionPolicy"]
     assert policy == "IfHealthyBudget"
+
+
+# User strings Go YAML would read as something else if the chart wrote them unquoted.
+RETYPABLE = ["<<", "=", "08", "true", "y", "n", "1e3", "0x1f", "~", "null", "1_000"]
+
+
+def test_user_strings_stay_strings_where_go_yaml_would_retype_them(render: Render) -> None:
+    annotations = {f"example.com/a{index}": text for index, text in enumerate(RETYPABLE)}
+    labels = {f"example.com/l{index}": text for index, text in enumerate(["08", "true", "y"])}
+    values = {
+        "fullnameOverride": "n",
+        "checkpoint": {"leaseName": "08"},
+        "service": {"annotations": annotations},
+        "serviceAccount": {"annotations": annotations},
+        "podAnnotations": annotations,
+        "podLabels": labels,
+        "image": {"tag": "08"},
+    }
+    objects = render(values)
+    for kind in ("Deployment", "Service", "ServiceAccount", "Role", "ConfigMap"):
+        assert one(objects, kind)["metadata"]["name"].startswith("n"), kind
+    assert one(objects, "Service")["metadata"]["annotations"] == annotations
+    assert one(objects, "ServiceAccount")["metadata"]["annotations"] == annotations
+    pod = one(objects, "Deployment")["spec"]["template"]["metadata"]
+    assert {k: v for k, v in pod["annotations"].items() if k in annotations} == annotations
+    assert {k: v for k, v in pod["labels"].items() if k in labels} == labels
+    assert pod["labels"]["app.kubernetes.io/version"] == "08"
+    lease_rule = next(r for r in one(objects, "Role")["rules"] if "resourceNames" in r)
+    assert lease_rule["resourceNames"] == ["08"]
+    assert runtime_config(objects)["store"]["leaseName"] == "08"

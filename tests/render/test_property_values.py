@@ -93,6 +93,16 @@ def test_requests_above_limits_are_what_the_filter_removes() -> None:
     assert not requests_within_limits({**base, "tests": tests})
 
 
+def test_strings_go_yaml_reads_differently_from_pyyaml_pass_the_gate_as_strings() -> None:
+    """Once found by the property test: an annotation value `<<` failed the gate's YAML reading
+    (a YAML 1.1 merge tag), though Go YAML, and so the API server, reads it as the string."""
+    annotations = {"a": "<<", "b": "=", "c": "08", "d": "true", "e": "y", "f": "1e3"}
+    result = GATE.run({"service": {"annotations": annotations}}, release="prop", namespace="apps")
+    assert [f.message for f in result.findings if f.level.value == "deny"] == []
+    (service,) = [m for m in result.manifests if m.kind == "Service"]
+    assert service.document["metadata"]["annotations"] == annotations
+
+
 def test_a_service_name_starting_with_a_digit_is_denied() -> None:
     """The open chart finding the generator steps around: the gate itself does deny it."""
     result = GATE.run({"fullnameOverride": "5t5hamft"}, release="prop", namespace="apps")

@@ -27,6 +27,7 @@ from helm_python import Chart, parse_set_string
 
 from checkpoint_runtime import schema_errors
 from checkpoint_runtime.errors import ValuesFileError
+from checkpoint_runtime.gate.goyaml import GoYamlLoader
 from checkpoint_runtime.schema_errors import key_path
 
 Json = dict[str, Any]
@@ -108,21 +109,11 @@ def _load_values_file(path: Path) -> Json:
     return loaded
 
 
-class _ManifestLoader(yaml.CSafeLoader):
-    """YAML as Kubernetes reads it: a bare `=` is the string "=", not YAML 1.1's `value` tag
-    (which PyYAML cannot construct, so an annotation value `=` failed the gate, not the API)."""
-
-
-_ManifestLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
-    for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _documents(source: str, text: str) -> list[Manifest]:
-    # libyaml's parser (CSafeLoader): a tenth of the pure-Python loader's time on a render.
+def documents(source: str, text: str) -> list[Manifest]:
+    """The manifests of one rendered file, read as Go YAML reads them."""
+    # Typed as Go YAML types it (what the API server and conftest see), parsed by libyaml.
     try:
-        documents = list(yaml.load_all(text, Loader=_ManifestLoader))
+        documents = list(yaml.load_all(text, Loader=GoYamlLoader))
     except yaml.YAMLError as error:
         raise RenderError(f"{source}: the rendered manifest is not YAML: {error}") from None
     return [
@@ -160,17 +151,26 @@ class SdkRenderer:
         """The chart's defaults coalesced with `values`, as an install would use them."""
         return self._chart.merge_values(values)
 
-    def render(
+    def render_text(
         self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
-    ) -> list[Manifest]:
+    ) -> dict[str, str]:
+        """The rendered manifest files' text, by template path, as Helm wrote them."""
         try:
             rendered = self._chart.render(values=values, name=release, namespace=namespace)
         except Exception as error:  # helm_python raises one class per failure kind
             raise RenderError(str(error)) from error
+        return {
+            source: rendered[source]
+            for source in sorted(rendered)
+            if source.endswith((".yaml", ".yml"))
+        }
+
+    def render(
+        self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
+    ) -> list[Manifest]:
         manifests: list[Manifest] = []
-        for source in sorted(rendered):
-            if source.endswith((".yaml", ".yml")):
-                manifests.extend(_documents(source, rendered[source]))
+        for source, text in self.render_text(values, release, namespace).items():
+            manifests.extend(documents(source, text))
         return manifests
 
     def notes(
@@ -188,7 +188,7 @@ def parse_helm_template(output: str) -> list[Manifest]:
     manifests: list[Manifest] = []
     for chunk in re.split(r"^---\s*$", output, flags=re.MULTILINE):
         match = _SOURCE.search(chunk)
-        manifests.extend(_documents(match.group(1) if match else "", chunk))
+        manifests.extend(documents(match.group(1) if match else "", chunk))
     return manifests
 
 
@@ -213,6 +213,12 @@ class CliRenderer:
     def render(
         self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
     ) -> list[Manifest]:
+        return parse_helm_template(self.render_text(values, release, namespace))
+
+    def render_text(
+        self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
+    ) -> str:
+        """`helm template`'s output as it printed it."""
         with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as handle:
             json.dump(values, handle)  # JSON is YAML: helm reads it with -f
             handle.flush()
@@ -229,7 +235,7 @@ class CliRenderer:
             completed = subprocess.run(command, capture_output=True, text=True, check=False)
         if completed.returncode != 0:
             raise RenderError(completed.stderr.strip() or f"helm exited {completed.returncode}")
-        return parse_helm_template(completed.stdout)
+        return completed.stdout
 
     def lint(self, values: Json, *, strict: bool = True) -> subprocess.CompletedProcess[str]:
         """`helm lint [--strict]` of the chart with `values`; the caller reads returncode/output."""

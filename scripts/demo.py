@@ -43,7 +43,13 @@ from checkpoint_testenv.node.observe import (
 )
 
 POLL_SECONDS = 0.5
-GAUGES = ("checkpoint_leader ", "checkpoint_shards ", "checkpoint_shard_rows{", "_headroom_ratio{")
+GAUGES = (
+    "checkpoint_leader ",
+    "checkpoint_shards ",
+    "checkpoint_shard_rows{",
+    "checkpoint_shard_headroom_bytes{",
+    "checkpoint_shard_headroom_ratio{",
+)
 
 
 def say(text: str) -> None:

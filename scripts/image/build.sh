@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/image
-log() { echo "image: $*" >&2; }
+log() { echo "image: [${SECONDS}s] $*" >&2; } # seconds since the script started
 
 # --- tools -----------------------------------------------------------------------------------
 missing=()
@@ -92,7 +92,7 @@ cp -r "$work/wheels" "$rootfs/tmp/wheels"
 in_rootfs() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$rootfs" "$@"; }
 log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, from the wheelhouse)"
 in_rootfs python3 -m venv /opt/venv
-in_rootfs /opt/venv/bin/pip install --quiet --no-index --find-links /tmp/wheels \
+in_rootfs /opt/venv/bin/pip install --quiet --no-compile --no-index --find-links /tmp/wheels \
   --no-cache-dir --disable-pip-version-check "checkpoint-runtime${extras:+[$extras]}" >&2
 log "compiling bytecode (the root filesystem is read-only at run time)"
 in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \

@@ -4,14 +4,18 @@ The store must survive writes whose outcome it cannot see: the server committed,
 was lost. Plain TCP faults cannot aim at "the next PUT", so this proxy terminates TLS with the
 test environment's own serving certificate (clients verify it with the same CA), parses each
 HTTP/1.1 request, and re-originates TLS to the API server. Per request it can pass through,
-delay, stall, drop the response after forwarding, or reset the connection before or after
-forwarding. Bearer tokens travel in headers, so every caller keeps its own identity.
+delay, stall, drop the response after forwarding, reset the connection before or after
+forwarding, or answer with a status of its own (a JSON Status body, optionally `Retry-After`)
+either instead of forwarding or after forwarding (the server committed, the client sees the
+error: an uncertain outcome). Bearer tokens travel in headers, so every caller keeps its own
+identity.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import select
 import socket
 import ssl
@@ -20,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from io import BufferedIOBase
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +45,38 @@ class Action(enum.Enum):
     DROP_RESPONSE_AFTER_FORWARD = "drop_response_after_forward"  # forward, read, close (FIN)
     RESET_BEFORE_FORWARD = "reset_before_forward"  # RST the client; the server never sees it
     RESET_AFTER_FORWARD = "reset_after_forward"  # forward, read the answer, then RST the client
+    ANSWER = "answer"  # answer the rule's status itself; the server never sees the request
+    ANSWER_AFTER_FORWARD = "answer_after_forward"  # forward, discard the answer, send the status
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The proxy's own answer: `status` with a Status body whose `reason` may be empty."""
+
+    status: int
+    reason: str
+    retry_after: int | None
+
+    def encode(self) -> bytes:
+        status: dict[str, object] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f"fault proxy answered {self.status}",
+            "code": self.status,
+        }
+        if self.reason:
+            status["reason"] = self.reason
+        body = json.dumps(status).encode()
+        head = [
+            f"HTTP/1.1 {self.status} Fault Proxy",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+        ]
+        if self.retry_after is not None:
+            head.append(f"Retry-After: {self.retry_after}")
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
 @dataclass
@@ -52,9 +88,13 @@ class Rule:
     method: str | None
     path_contains: str | None
     seconds: float
+    answer: _Answer | None = None
+    expires_at: float | None = None  # monotonic time after which the rule no longer matches
 
     def matches(self, method: str, path: str) -> bool:
         if self.remaining is not None and self.remaining <= 0:
+            return False
+        if self.expires_at is not None and time.monotonic() >= self.expires_at:
             return False
         if self.method is not None and self.method != method:
             return False
@@ -70,6 +110,7 @@ class ProxyEvent:
     path: str
     action: Action
     upstream_status: int | None
+    at: float = field(default_factory=time.monotonic)  # when the proxy handled it
 
 
 class ConnectionEnded(Exception):
@@ -159,6 +200,36 @@ class FaultProxy:
     def reset_after_forward(self, count: int | None = 1, method: str | None = None) -> None:
         self.set_mode(Action.RESET_AFTER_FORWARD, count, method)
 
+    def answer(
+        self,
+        status: int,
+        reason: str = "",
+        *,
+        forward: bool = False,
+        count: int | None = 1,
+        method: str | None = None,
+        retry_after: int | None = None,
+        for_seconds: float | None = None,
+    ) -> None:
+        """Answer matching requests with `status` (Status body `reason`, empty: none).
+
+        forward=True sends the request to the API server first (it may commit) and discards
+        its answer; `for_seconds` limits the rule to a window starting now.
+        """
+        action = Action.ANSWER_AFTER_FORWARD if forward else Action.ANSWER
+        expires_at = None if for_seconds is None else time.monotonic() + for_seconds
+        rule = Rule(
+            action,
+            count,
+            method.upper() if method else None,
+            None,
+            0.0,
+            _Answer(status, reason, retry_after),
+            expires_at,
+        )
+        with self._lock:
+            self._rules.append(rule)
+
     # ---- observations ----------------------------------------------------------------------
 
     @property
@@ -236,6 +307,10 @@ class FaultProxy:
             self._record(method, path, action, None)
             _reset(downstream)
             return False
+        if action is Action.ANSWER and rule is not None and rule.answer is not None:
+            self._record(method, path, action, None)
+            downstream.sendall(rule.answer.encode())
+            return not request.wants_close
         if action is Action.DELAY:
             time.sleep(seconds)
         status: int | None = None
@@ -255,6 +330,9 @@ class FaultProxy:
         finally:
             if status is None:  # not forwarded (server down) or no answer came back
                 self._record(method, path, action, None)
+        if action is Action.ANSWER_AFTER_FORWARD and rule is not None and rule.answer is not None:
+            downstream.sendall(rule.answer.encode())
+            return not request.wants_close
         if action is Action.STALL:
             time.sleep(seconds)
         if action is Action.RESET_AFTER_FORWARD:

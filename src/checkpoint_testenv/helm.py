@@ -88,7 +88,7 @@ def install(
     manifest = [doc for doc in yaml.safe_load_all(manifest_text) if isinstance(doc, dict)]
     config_map = _config_map(manifest, release)
     config_namespace = config_map["metadata"].get("namespace") or namespace
-    rendered = _read_rendered_config(plane, config_namespace, config_map["metadata"]["name"])
+    rendered = read_rendered_config(plane, config_namespace, config_map["metadata"]["name"])
     store = rendered.get("store", {})
     return Release(
         plane=plane,
@@ -96,7 +96,9 @@ def install(
         namespace=namespace,
         coordination_namespace=store.get("namespace") or namespace,
         service_account=_service_account(manifest),
-        lease_name=store.get("leaseName") or _lease_name_from_role(manifest),
+        # The file store has no Lease (one replica, no election).
+        lease_name=store.get("leaseName")
+        or ("" if store.get("backend") == "file" else _lease_name_from_role(manifest)),
         rendered_config=rendered,
         manifest=manifest,
     )
@@ -136,7 +138,7 @@ def _config_map(manifest: list[dict[str, Any]], release: str) -> dict[str, Any]:
     return candidates[0]
 
 
-def _read_rendered_config(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+def read_rendered_config(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
     """Read the config back from the server: what was stored, not what helm meant to send."""
     with plane.admin_api() as api:
         stored = client.CoreV1Api(api).read_namespaced_config_map(name, namespace)

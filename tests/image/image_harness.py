@@ -22,6 +22,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "image" / "build.sh"
+INSTALLER = ROOT / "scripts" / "system" / "install-debian.sh"
 INSTALL_HINT = "install them with `just system` (scripts/system/install-debian.sh, as root)"
 RUNTIME_UID = 10001
 # A cold build takes minutes; a cached one waits for any other build holding the lock.
@@ -74,7 +75,13 @@ def _json_member(tar: tarfile.TarFile, name: str) -> Any:
 
 
 def require_tools() -> None:
-    missing = [tool for tool in ("podman", "runc", "conmon") if shutil.which(tool) is None]
+    """podman, runc and conmon, installed from the pinned Debian packages when missing (as
+    build.sh installs its tools); ImageError naming the install command if that fails."""
+    tools = ("podman", "runc", "conmon")
+    if all(shutil.which(tool) for tool in tools):
+        return
+    subprocess.run([str(INSTALLER)], check=False, timeout=1800)
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         raise ImageError(f"{', '.join(missing)} not found: {INSTALL_HINT}")
 

@@ -103,6 +103,7 @@ def test_a_killed_run_is_swept_by_the_next(tmp_path: Path) -> None:
     assert any(item.startswith("network namespace") for item in left), left
     assert any(item.startswith("shim") for item in left), left
     assert any(item.startswith("mount") for item in left), left
+    assert any(item.startswith("pod network namespace") for item in left), left
 
     assert record.netns in cleanup.sweep_stale()
     assert cleanup.leftovers(record) == []

@@ -25,7 +25,7 @@ def kube(chart_install: Any, admin_core: client.CoreV1Api) -> Iterator[KubeHarne
         backend.close()
 
 
-@pytest.fixture(params=["file", "kubernetes"])
+@pytest.fixture(params=["file", pytest.param("kubernetes", marks=pytest.mark.apiserver)])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     """Each behavioural test runs on the file backend and on the real API server."""
     if request.param == "file":

@@ -7,7 +7,8 @@ Rules this module enforces:
   409 Conflict and AlreadyExists are told apart by the Status body's `reason`;
 - uncertain outcomes (5xx, 429, transport errors after sending) are resolved by reading the
   shard back and recognising our write id; an unchanged resourceVersion means nothing
-  committed and the identical write is sent again; if the deadline runs out first,
+  committed and the identical write is sent again after a pause (checkpoint_runtime.retry:
+  jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
 - every request's timeout is bounded by the operation's remaining deadline.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -49,13 +49,13 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.legacy import LegacyState
 from checkpoint_runtime.naming import label_selector, shard_labels, shard_name
+from checkpoint_runtime.retry import Backoff
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
 
 T = TypeVar("T")
 DEFAULT_REQUEST_TIMEOUT = 10.0
 LIST_PAGE = 10  # shards approach 1 MiB each: keep one page (and its decode) small
-_BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 1.0
 _TOO_LONG_MARKERS = ("Too long", "FieldValueTooLong", "must have at most")
 
 
@@ -127,7 +127,7 @@ class KubernetesBackend:
 
     def _read(self, call: Callable[[float], T], deadline: Deadline, what: str) -> T:
         """Run an idempotent read, retrying transient failures until the deadline."""
-        backoff = _BACKOFF_FIRST
+        backoff = Backoff()
         while True:
             try:
                 return call(self._timeout(deadline, what))
@@ -135,10 +135,8 @@ class KubernetesBackend:
                 if not _is_uncertain(error):
                     raise
                 last = error
-            if deadline.remaining() <= backoff:
+            if not backoff.pause(deadline, last):
                 raise DeadlineExceeded(f"{what}: still failing at the deadline: {last}")
-            time.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX)
 
     def _get(self, name: str, deadline: Deadline) -> Any | None:
         def call(timeout: float) -> Any:
@@ -282,7 +280,8 @@ class KubernetesBackend:
         """Find out whether an uncertain write committed; re-send it while provably not."""
         name = shard_name(self.lease_name, write.shard)
         last: BaseException = first
-        while True:
+        backoff = Backoff()
+        while backoff.pause(deadline, last):  # never re-send at once: the server is failing
             try:
                 stored = self._get(name, deadline)
             except DeadlineExceeded:
@@ -291,9 +290,6 @@ class KubernetesBackend:
                 # The read was refused (e.g. a restarted server before its RBAC cache syncs);
                 # the write's outcome is still unknown: keep asking until the deadline.
                 last = refused
-                if deadline.remaining() <= _BACKOFF_FIRST:
-                    break
-                time.sleep(_BACKOFF_FIRST)
                 continue
             if stored is not None:
                 annotations = stored.metadata.annotations or {}
@@ -342,7 +338,7 @@ class KubernetesBackend:
 
     def mark_legacy(self, legacy: LegacyState, digest: str, deadline: Deadline) -> None:
         """Annotate the legacy object as migrated; its data goes back exactly as read."""
-        backoff = _BACKOFF_FIRST
+        backoff = Backoff()
         while True:
             item = self._get(legacy.name, deadline)
             if item is None:
@@ -365,7 +361,6 @@ class KubernetesBackend:
                     raise ConflictError(legacy.name, "legacy checkpoint changed") from None
                 if answer is not None:
                     raise self._refused("marking the legacy checkpoint", answer) from None
-            if deadline.remaining() <= backoff:
+                last = error
+            if not backoff.pause(deadline, last):
                 raise WriteUncertainError(legacy.name, "marking the legacy checkpoint")
-            time.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX)

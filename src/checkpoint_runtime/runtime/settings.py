@@ -8,6 +8,7 @@ the file store with no collectors.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -59,6 +60,7 @@ class CollectorSettings:
     kind: str
     url: str
     tailnet: str | None
+    endpoint_url: str | None
     feed: str | None
     poll_seconds: float
     max_seen_keys: int
@@ -157,11 +159,14 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
                 f"collectors[{owners[namespace]}] (two collectors would share one shard)",
             )
         owners[namespace] = index
+        if entry.get("endpointUrl") and not entry["url"].startswith("s3://"):
+            raise ConfigError(f"collectors[{index}].endpointUrl", "applies only to s3:// URLs")
         collectors.append(
             CollectorSettings(
                 kind=entry["kind"],
                 url=entry["url"],
                 tailnet=entry.get("tailnet"),
+                endpoint_url=entry.get("endpointUrl"),
                 feed=entry.get("feed"),
                 poll_seconds=entry.get("pollSeconds", DEFAULT_POLL_SECONDS),
                 max_seen_keys=entry.get("maxSeenKeys", DEFAULT_MAX_SEEN_KEYS),
@@ -171,6 +176,15 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
                 namespace=namespace,
             )
         )
+    bind = http.get("bindAddress", DEFAULT_HTTP_BIND)
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        raise ConfigError(
+            "http.bindAddress",
+            f"{bind!r} is not an IP address: give a literal IPv4 or IPv6 address, e.g. 0.0.0.0 "
+            "(all IPv4 interfaces), :: (all interfaces) or 127.0.0.1 (this host only)",
+        ) from None
     return RuntimeSettings(
         store=StoreSettings(
             backend=backend,
@@ -184,7 +198,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         election_enabled=backend == "kubernetes" and election.get("enabled", True),
         timings=timings,
         http_port=http.get("port", DEFAULT_HTTP_PORT),
-        http_bind=http.get("bindAddress", DEFAULT_HTTP_BIND),
+        http_bind=bind,
         sink_kind=sink["kind"],
         sink_path=sink.get("path"),
         collectors=collectors,

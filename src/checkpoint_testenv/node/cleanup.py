@@ -21,6 +21,7 @@ from pathlib import Path
 
 STATE_ROOT = Path("/run/checkpoint-testenv")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+_NETNS_DIRS = ("/run/netns/", "/var/run/netns/")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 CNI_CACHE = Path("/var/lib/cni/results")
 
@@ -64,10 +65,12 @@ def remove_leftovers(record: NodeRecord, pod_netns: list[Path] | None = None) ->
 
     `pod_netns`: the pods' network namespace files containerd still had (unmounted and removed).
     """
+    # A killed run's containerd cannot be asked: its task bundles name the pods' namespaces.
+    pod_netns = [*(pod_netns or []), *_bundle_netns(Path(record.state))]
     _kill_shims(record.containerd_socket)
     _kill_cgroup_processes(record.netns)
-    _unmount_under([Path(record.workdir), Path(record.state), *(pod_netns or [])])
-    for path in pod_netns or []:
+    _unmount_under([Path(record.workdir), Path(record.state), *pod_netns])
+    for path in pod_netns:
         with contextlib.suppress(OSError):
             path.unlink()
     _remove_cgroups(record.netns)
@@ -93,7 +96,24 @@ def leftovers(record: NodeRecord) -> list[str]:
     ]
     found += [f"cgroup {folder}" for folder in _cgroup_dirs(record.netns)]
     found += [f"shim {pid}" for pid in _shims(record.containerd_socket)]
+    found += [f"pod network namespace {path}" for path in _bundle_netns(Path(record.state))]
     return found
+
+
+def _bundle_netns(state: Path) -> list[Path]:
+    """The network namespace files named by the OCI specs of containerd's task bundles."""
+    found: list[Path] = []
+    for spec_file in state.glob("containerd/io.containerd.runtime.v2.task/*/*/config.json"):
+        try:
+            spec = json.loads(spec_file.read_text())
+        except (OSError, ValueError):
+            continue
+        for namespace in (spec.get("linux") or {}).get("namespaces") or []:
+            path = namespace.get("path") if namespace.get("type") == "network" else None
+            # A sandbox's own namespace file; containers joining it name /proc/<pid>/ns/net.
+            if path and path.startswith(_NETNS_DIRS) and Path(path).exists():
+                found.append(Path(path))
+    return sorted(set(found))
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,69 @@
+"""The one backoff every retried API call of the store uses (reads, uncertain-write resolution,
+the legacy mark): exponential with jitter, capped, inside the operation's shared deadline, and
+never shorter than the server's `Retry-After` on a 429 or 503.
+
+Pause k (k = 0, 1, ...) lasts `jitter * min(BACKOFF_MAX, BACKOFF_FIRST * 2**k)` with jitter
+drawn uniformly from [JITTER_MIN, 1], or the server's Retry-After if that is longer. So within
+T seconds of a failing server a retry loop sends at most
+
+    1 + UNCAPPED_STEPS + T / (JITTER_MIN * BACKOFF_MAX)
+
+attempts (UNCAPPED_STEPS pauses before the cap is reached, the rest at least
+JITTER_MIN * BACKOFF_MAX apart); with Retry-After: R, at most 1 + T / R.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+from checkpoint_runtime.deadline import Deadline
+
+BACKOFF_FIRST = 0.05
+BACKOFF_MAX = 2.0
+JITTER_MIN = 0.5
+RETRY_AFTER_STATUSES = (429, 503)
+UNCAPPED_STEPS = math.ceil(math.log2(BACKOFF_MAX / BACKOFF_FIRST))  # pauses below the cap
+
+
+def max_attempts(seconds: float) -> int:
+    """The most attempts one retry loop makes while the server fails for `seconds`."""
+    return 1 + UNCAPPED_STEPS + math.floor(seconds / (JITTER_MIN * BACKOFF_MAX))
+
+
+def retry_after(error: BaseException) -> float | None:
+    """The Retry-After seconds of a 429/503 API answer (None if absent or not a number)."""
+    if int(getattr(error, "status", 0) or 0) not in RETRY_AFTER_STATUSES:
+        return None
+    headers: Any = getattr(error, "headers", None) or {}
+    value: Any = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None  # an HTTP date or garbage: fall back to our own backoff
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+class Backoff:
+    """Pauses between attempts of one retried operation."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._next = BACKOFF_FIRST
+        self._rng = rng or random.Random()
+
+    def delay(self, error: BaseException | None) -> float:
+        """The next pause: jittered exponential, at least the server's Retry-After."""
+        pause = self._next * self._rng.uniform(JITTER_MIN, 1.0)
+        self._next = min(self._next * 2, BACKOFF_MAX)
+        asked = retry_after(error) if error is not None else None
+        return pause if asked is None else max(pause, asked)
+
+    def pause(self, deadline: Deadline, error: BaseException | None) -> bool:
+        """Sleep the next pause and return True, or False if it would outlast the deadline."""
+        seconds = self.delay(error)
+        if deadline.remaining() <= seconds:
+            return False
+        time.sleep(seconds)
+        return True

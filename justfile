@@ -48,9 +48,14 @@ testenv-node-build:
 policy-tools-build:
     scripts/testenv/build-policy-tools.sh >&2
 
+# build the S3-compatible test server (SeaweedFS `weed`) from the pinned Go module into the cache (idempotent; the first build takes ~20 min)
+[group('setup')]
+s3-build:
+    scripts/testenv/build-s3.sh >&2
+
 # the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup system testenv-build testenv-node-build image policy-tools-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build image policy-tools-build s3-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]
@@ -139,6 +144,11 @@ bench-render: setup testenv-build policy-tools-build
 [group('bench')]
 bench-store: setup
     {{ py }} scripts/bench/store.py
+
+# benchmark: object-store scan throughput (objects/s listed and checkpointed) on the real S3 server, beside a local folder
+[group('bench')]
+bench-s3: setup s3-build
+    {{ py }} scripts/bench/objectstore_s3.py
 
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]

@@ -96,6 +96,14 @@ OBJECTSTORE_CHUNK_OBJECTS: Final = 100
 # URL schemes an objectstore collector reads (the schemas' objectstoreUrl pattern), and the
 # package extra each needs beyond the base install ("" for none).
 OBJECTSTORE_URL_EXTRAS: Final = {"file": "", "s3": "s3"}
+# s3:// requests: fail a poll fast (the runner retries it with backoff) rather than hang in
+# botocore's 60 s defaults; a few attempts inside one poll ride out a dropped connection.
+S3_CONNECT_TIMEOUT_SECONDS: Final = 5.0
+S3_READ_TIMEOUT_SECONDS: Final = 30.0
+S3_MAX_ATTEMPTS: Final = 3
+# After consecutive source failures a collector waits pollSeconds x 2^(failures-1), at most this
+# long (or pollSeconds, if that is longer), before it polls again.
+COLLECTOR_BACKOFF_MAX_SECONDS: Final = 300.0
 FLOWLOGS_REQUEST_TIMEOUT_SECONDS: Final = 10.0
 
 # Runtime process: HTTP port, file-store defaults when no config is given,

@@ -2,9 +2,10 @@
 
 `control_plane` starts one etcd + kube-apiserver per session, lazily, only when a test asks for
 it; `node_cluster` likewise starts one whole node (control plane, kubelet, containerd, CNI,
-kube-proxy, CoreDNS, the project's image imported) once per session. If the binaries are missing
-or cannot be built, or the machine cannot run a node, the fixture errors with the reason: a test
-that needs them must never pass or skip silently without them.
+kube-proxy, CoreDNS, the project's image imported) once per session, and `s3_server` one
+S3-compatible server (SeaweedFS). If the binaries are missing or cannot be built, or the
+machine cannot run a node, the fixture errors with the reason: a test that needs them must
+never pass or skip silently without them.
 """
 
 from __future__ import annotations
@@ -14,27 +15,33 @@ from typing import Any
 
 import pytest
 
-from checkpoint_testenv import binaries, helm
+from checkpoint_testenv import binaries, helm, s3server
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 from checkpoint_testenv.faultproxy import FaultProxy
 from checkpoint_testenv.node import images, preflight
 from checkpoint_testenv.node.cluster import NodeCluster
+from checkpoint_testenv.s3server import S3Server, start_s3_server
 
 ChartInstaller = Callable[..., helm.Release]
 ProxyFactory = Callable[[], FaultProxy]
 
 _APISERVER_FIXTURES = {"control_plane", "namespace", "chart_install", "fault_proxy"}
 _NODE_FIXTURES = {"node_cluster"}
+_S3_FIXTURES = {"s3_server", "s3_bucket"}
 _STARTED = pytest.StashKey[list[ControlPlane]]()
 _NODES = pytest.StashKey[list[NodeCluster]]()
+_S3_STARTED = pytest.StashKey[list[S3Server]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests that use the control plane `apiserver` and the node `node` (for `-m`)."""
+    """Mark tests that use the control plane `apiserver`, the node `node` and the S3 server
+    `s3` (for `-m`)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if _APISERVER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.apiserver)
+        if _S3_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.s3)
         if _NODE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.node)
 
@@ -78,6 +85,11 @@ def pytest_terminal_summary(
             f"image imports [{imports}] s, kubelet to Ready {times.node_ready:.1f} s); "
             f"teardown {times.teardown:.1f} s"
         )
+    for server in config.stash.get(_S3_STARTED, []):
+        starts = ", ".join(f"{seconds:.2f}" for seconds in server.startups)
+        terminalreporter.write_line(
+            f"testenv: S3 server (SeaweedFS) ready in [{starts}] s (restarts included)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -95,6 +107,29 @@ def control_plane(
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[S3Server]:
+    """One real S3-compatible server (`weed server -s3`) for the whole session."""
+    try:
+        folder = s3server.locate()
+    except binaries.BinariesMissing as missing:
+        pytest.fail(f"S3 test server unavailable: {missing}", pytrace=False)
+    server = start_s3_server(folder / "weed", tmp_path_factory.mktemp("s3server"))
+    pytestconfig.stash.setdefault(_S3_STARTED, []).append(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    """A bucket on the S3 server that no other test has used."""
+    return s3_server.create_bucket()
 
 
 @pytest.fixture(scope="session")

@@ -242,6 +242,17 @@ def test_kubernetes_store_mounts_no_checkpoint_volume(render: Render) -> None:
     assert volumes == {"config", "tmp"}
 
 
+def test_extra_volumes_are_added_beside_the_charts_own(render: Render) -> None:
+    volume = {"name": "bucket", "persistentVolumeClaim": {"claimName": "logs", "readOnly": True}}
+    mount = {"name": "bucket", "mountPath": "/data/bucket", "readOnly": True}
+    spec = pod_spec(render({"extraVolumes": [volume], "extraVolumeMounts": [mount]}))
+    assert spec["volumes"][-1] == volume
+    assert [v["name"] for v in spec["volumes"]] == ["config", "tmp", "bucket"]
+    (container,) = spec["containers"]
+    assert container["volumeMounts"][-1] == mount
+    assert [m["name"] for m in container["volumeMounts"]] == ["config", "tmp", "bucket"]
+
+
 def test_rbac_create_false_renders_no_role_but_keeps_the_service_account(render: Render) -> None:
     objects = render({"rbac": {"create": False}})
     assert by_kind(objects, "Role") == by_kind(objects, "RoleBinding") == []

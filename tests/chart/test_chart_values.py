@@ -267,6 +267,26 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "/networkPolicy/ingressFrom/0",
     ),
     ("label-key-invalid", {"nodeSelector": {"bad key": "x"}}, "/nodeSelector"),
+    (
+        "extra-volume-hostpath",
+        {"extraVolumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+        "/extraVolumes/0",
+    ),
+    (
+        "extra-volume-two-sources",
+        {"extraVolumes": [{"name": "x", "emptyDir": {}, "configMap": {"name": "c"}}]},
+        "/extraVolumes/0",
+    ),
+    (
+        "extra-volume-chart-name",
+        {"extraVolumes": [{"name": "config", "emptyDir": {}}]},
+        "/extraVolumes/0/name",
+    ),
+    (
+        "extra-mount-over-config",
+        {"extraVolumeMounts": [{"name": "x", "mountPath": "/etc/checkpoint-runtime"}]},
+        "/extraVolumeMounts/0/mountPath",
+    ),
     # The extension points cannot move the selectors, shadow the chart's own keys or escalate.
     (
         "pod-label-overrides-selector",

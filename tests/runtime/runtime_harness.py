@@ -64,6 +64,7 @@ class RuntimeProcess:
         config: dict[str, Any] | None,
         kubeconfig: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workdir = workdir
         self.name = name
@@ -79,6 +80,7 @@ class RuntimeProcess:
             self.config_path.write_text(json.dumps(config, indent=2))
         self.kubeconfig = kubeconfig
         self.extra_args = extra_args
+        self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RuntimeProcess:
@@ -91,6 +93,7 @@ class RuntimeProcess:
             argv += ["--kubeconfig", str(self.kubeconfig)]
         argv += list(self.extra_args)
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "POD_NAME")}
+        env.update(self.env)
         with open(self.stderr_path, "ab") as stderr:
             self.process = subprocess.Popen(
                 argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=self.workdir

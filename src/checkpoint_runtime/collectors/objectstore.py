@@ -1,8 +1,9 @@
 """The object-store feed collector (rows `cursor`, `scan`, `seen/<id>`, `gap/<id>`).
 
 Each poll lists the objects under the feed's prefix (fsspec: local folders built in, `s3://`
-through the s3fs extra), emits the JSON-lines records of every object it has not seen, and
-records what it did in the feed's shard:
+through the s3fs extra, paginated, credentials from the environment, an optional endpoint URL for
+S3-compatible stores), emits the JSON-lines records of every object it has not seen, and records
+what it did in the feed's shard:
 
 - `seen/<id>`: an emitted object (id = unpadded base64 of its name; value = its modification
   time, RFC 3339 ns). Bounded by `maxSeenKeys`: the smallest names are evicted first and the
@@ -11,6 +12,10 @@ records what it did in the feed's shard:
 - `cursor`: the greatest object name emitted so far.
 - `gap/<id>`: an object that was listed but could not be read or parsed; it is skipped and
   reported, never half-emitted. Deleting the row retries it.
+
+A listing that fails (endpoint unreachable, credentials refused, bucket missing) raises a named
+SourceError before anything is emitted or written; so does an endpoint that becomes unreachable
+while objects are read (those objects are read again on the next poll, not marked as gaps).
 
 Order matters for restarts: records reach the sink and are flushed before the rows that say
 they were emitted are persisted (one synchronous batch per chunk of objects), so after a
@@ -31,13 +36,21 @@ from typing import Any
 
 import fsspec
 
-from checkpoint_runtime.collectors import CheckpointMap, SourceError
+from checkpoint_runtime.collectors import (
+    CheckpointMap,
+    SourceError,
+    SourceUnreachableError,
+    source_failure,
+)
 from checkpoint_runtime.collectors.sink import Sink
 from checkpoint_runtime.constants import (
     DEFAULT_MAX_SEEN_KEYS,
     DEFAULT_POLL_SECONDS,
     OBJECTSTORE_CHUNK_OBJECTS,
     OBJECTSTORE_URL_EXTRAS,
+    S3_CONNECT_TIMEOUT_SECONDS,
+    S3_MAX_ATTEMPTS,
+    S3_READ_TIMEOUT_SECONDS,
 )
 from checkpoint_runtime.errors import ConfigError, MissingExtraError
 from checkpoint_runtime.keys import collector_namespace
@@ -81,10 +94,14 @@ def _modified(info: dict[str, Any]) -> datetime:
     return datetime.now(UTC)
 
 
+def url_scheme(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
+
+
 def check_url(url: str, key: str = "url") -> None:
     """Refuse, before anything runs, a URL whose scheme is not supported or whose filesystem
     needs an extra that is not installed (fsspec would only say "Please install gcsfs")."""
-    scheme = url.split("://", 1)[0] if "://" in url else "file"
+    scheme = url_scheme(url)
     if scheme not in OBJECTSTORE_URL_EXTRAS:
         supported = ", ".join(f"{name}://" for name in OBJECTSTORE_URL_EXTRAS)
         raise ConfigError(key, f"unsupported URL scheme {scheme}:// (supported: {supported})")
@@ -94,11 +111,41 @@ def check_url(url: str, key: str = "url") -> None:
         raise MissingExtraError(key, f"{scheme}:// URL", OBJECTSTORE_URL_EXTRAS[scheme]) from None
 
 
-def open_url(url: str) -> tuple[Any, str]:
+def s3_options(endpoint_url: str | None) -> dict[str, Any]:
+    """s3fs options: the endpoint (S3-compatible stores; None: AWS, or $AWS_ENDPOINT_URL),
+    short timeouts and a few attempts per request, and no cached listings or instances, so
+    every poll sees the bucket as it is. Credentials come from botocore's chain
+    ($AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY, web identity, profile files, ...)."""
+    options: dict[str, Any] = {
+        "skip_instance_cache": True,
+        "use_listings_cache": False,
+        "config_kwargs": {
+            "connect_timeout": S3_CONNECT_TIMEOUT_SECONDS,
+            "read_timeout": S3_READ_TIMEOUT_SECONDS,
+            "retries": {"max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"},
+        },
+    }
+    if endpoint_url:
+        options["endpoint_url"] = endpoint_url
+    return options
+
+
+def open_url(url: str, endpoint_url: str | None = None) -> tuple[Any, str]:
     """fsspec's filesystem and root path of `url`, after `check_url`."""
     check_url(url)
-    fs, root = fsspec.core.url_to_fs(url)
+    if endpoint_url and url_scheme(url) != "s3":
+        raise ConfigError("endpointUrl", "applies only to s3:// URLs")
+    options = s3_options(endpoint_url) if url_scheme(url) == "s3" else {}
+    fs, root = fsspec.core.url_to_fs(url, **options)
     return fs, str(root)
+
+
+class _PollAborted(Exception):
+    """The endpoint went away mid-scan: end the poll without marking objects as gaps."""
+
+    def __init__(self, failure: SourceError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
 
 
 class ObjectStoreCollector:
@@ -111,6 +158,7 @@ class ObjectStoreCollector:
         *,
         feed: str,
         url: str,
+        endpoint_url: str | None = None,
         tailnet: str | None = None,
         max_seen_keys: int = DEFAULT_MAX_SEEN_KEYS,
         poll_seconds: float = DEFAULT_POLL_SECONDS,
@@ -129,7 +177,8 @@ class ObjectStoreCollector:
         self.chunk_objects = max(1, chunk_objects)
         self.namespace = collector_namespace("objectstore", tailnet, feed)
         self._now = now or (lambda: datetime.now(UTC))
-        self._fs, self._root = open_url(url)
+        self._remote = url_scheme(url) != "file"
+        self._fs, self._root = open_url(url, endpoint_url)
         self._root = self._root.rstrip("/")
 
     # ---- rows --------------------------------------------------------------------------------
@@ -159,9 +208,16 @@ class ObjectStoreCollector:
 
     def list_objects(self) -> list[ListedObject]:
         try:
-            found = self._fs.find(self._root, detail=True) if self._fs.exists(self._root) else {}
+            if self._remote:
+                # No exists() first: on S3 it answers False for refused credentials too.
+                self._fs.invalidate_cache()
+                found = self._fs.find(self._root, detail=True)
+            else:
+                found = (
+                    self._fs.find(self._root, detail=True) if self._fs.exists(self._root) else {}
+                )
         except Exception as error:  # any filesystem's failure is the source's, not the store's
-            raise SourceError(f"listing {self.url}: {error}") from error
+            raise source_failure(f"listing {self.url}", error) from error
         listed = []
         for path, info in found.items():
             if info.get("type", "file") != "file":
@@ -179,7 +235,10 @@ class ObjectStoreCollector:
         ]
         emitted = 0
         for start in range(0, len(pending), self.chunk_objects):
-            emitted += self._process(pending[start : start + self.chunk_objects], len(objects))
+            try:
+                emitted += self._process(pending[start : start + self.chunk_objects], len(objects))
+            except _PollAborted as aborted:
+                raise aborted.failure from aborted.__cause__
         if not pending:
             self._note_idle_scan(floor, len(objects))
         return emitted
@@ -237,6 +296,9 @@ class ObjectStoreCollector:
             with self._fs.open(item.path, "rb") as handle:
                 data = handle.read()
         except Exception as error:  # vanished, unreadable, remote failure
+            failure = source_failure(f"reading {item.name}", error)
+            if isinstance(failure, SourceUnreachableError):
+                raise _PollAborted(failure) from error
             raise SourceError(f"reading: {error}") from error
         if data[:2] == b"\x1f\x8b":
             try:

@@ -29,7 +29,7 @@ from prometheus_client import Counter, Gauge
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner
+from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, SourceError
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, check_url
 from checkpoint_runtime.collectors.sink import Sink, open_sink
@@ -154,6 +154,19 @@ class RuntimeMetrics:
         self.polls = Counter(
             "checkpoint_collector_polls", "Collector polls completed", ["collector"], registry=r
         )
+        self.poll_failures = Counter(
+            "checkpoint_collector_poll_failures",
+            "Collector polls that failed on the source (unreachable, access denied, ...); "
+            "state and checkpoints are left as they were and the poll is retried with backoff",
+            ["collector", "error"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "checkpoint_collector_last_success_timestamp_seconds",
+            "Unix time at which the collector's last poll (scan) completed; 0 before the first",
+            ["collector"],
+            registry=r,
+        )
 
 
 class LeaderGuardedMap:
@@ -189,8 +202,9 @@ class LeaderGuardedMap:
 
 
 class CountingCollector:
-    """Wraps a collector to count its polls and records in /metrics, and to poll only while
-    leading (a deposed leader must not emit either)."""
+    """Wraps a collector to count its polls, failed polls and records in /metrics (with the
+    time of the last successful poll), and to poll only while leading (a deposed leader must
+    not emit either)."""
 
     def __init__(
         self, inner: Collector, metrics: RuntimeMetrics, leading: Callable[[], bool]
@@ -201,13 +215,20 @@ class CountingCollector:
         self._leading = leading
         self._records = metrics.records.labels(inner.namespace)
         self._polls = metrics.polls.labels(inner.namespace)
+        self._failures = metrics.poll_failures
+        self._last_success = metrics.last_success.labels(inner.namespace)
 
     def poll(self) -> int:
         if not self._leading():
             raise LeadershipLostError("not leading any more: collector stopped")
-        emitted = self.inner.poll()
+        try:
+            emitted = self.inner.poll()
+        except SourceError as error:
+            self._failures.labels(self.namespace, type(error).__name__).inc()
+            raise
         self._records.inc(emitted)
         self._polls.inc()
+        self._last_success.set_to_current_time()
         return emitted
 
 
@@ -406,6 +427,7 @@ class Runtime:
                         sink,
                         feed=entry.feed or "",
                         url=entry.url,
+                        endpoint_url=entry.endpoint_url,
                         tailnet=entry.tailnet,
                         max_seen_keys=entry.max_seen_keys,
                         poll_seconds=entry.poll_seconds,

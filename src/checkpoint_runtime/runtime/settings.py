@@ -60,6 +60,7 @@ class CollectorSettings:
     kind: str
     url: str
     tailnet: str | None
+    endpoint_url: str | None
     feed: str | None
     poll_seconds: float
     max_seen_keys: int
@@ -158,11 +159,14 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
                 f"collectors[{owners[namespace]}] (two collectors would share one shard)",
             )
         owners[namespace] = index
+        if entry.get("endpointUrl") and not entry["url"].startswith("s3://"):
+            raise ConfigError(f"collectors[{index}].endpointUrl", "applies only to s3:// URLs")
         collectors.append(
             CollectorSettings(
                 kind=entry["kind"],
                 url=entry["url"],
                 tailnet=entry.get("tailnet"),
+                endpoint_url=entry.get("endpointUrl"),
                 feed=entry.get("feed"),
                 poll_seconds=entry.get("pollSeconds", DEFAULT_POLL_SECONDS),
                 max_seen_keys=entry.get("maxSeenKeys", DEFAULT_MAX_SEEN_KEYS),

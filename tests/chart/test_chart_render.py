@@ -451,3 +451,14 @@ def test_pod_disruption_budget_lets_a_drain_evict_unhealthy_pods(render: Render)
     )
     policy = one(objects, "PodDisruptionBudget")["spec"]["unhealthyPodEvictionPolicy"]
     assert policy == "IfHealthyBudget"
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::"])
+def test_bind_address_reaches_the_runtime_config(render: Render, address: str) -> None:
+    config = runtime_config(render({"service": {"bindAddress": address}}))
+    assert config["http"] == {"port": 8080, "bindAddress": address}
+    assert parse_runtime_config(config).http_bind == address
+
+
+def test_default_bind_address_is_every_ipv4_interface(render: Render) -> None:
+    assert runtime_config(render())["http"]["bindAddress"] == "0.0.0.0"

@@ -207,6 +207,24 @@ fixture_deployment := {
 				},
 			},
 			"spec": {
+				"affinity": {
+					"podAntiAffinity": {
+						"preferredDuringSchedulingIgnoredDuringExecution": [
+							{
+								"podAffinityTerm": {
+									"labelSelector": {
+										"matchLabels": {
+											"app.kubernetes.io/instance": "cr",
+											"app.kubernetes.io/name": "checkpoint-runtime",
+										},
+									},
+									"topologyKey": "kubernetes.io/hostname",
+								},
+								"weight": 100,
+							},
+						],
+					},
+				},
 				"automountServiceAccountToken": true,
 				"containers": [
 					{

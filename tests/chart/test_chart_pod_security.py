@@ -54,11 +54,30 @@ def admit(core: client.CoreV1Api, namespace: str, pod: Manifest) -> None:
     core.create_namespaced_pod(namespace, body, dry_run="All")
 
 
+def ensure_priority_class(control_plane: ControlPlane, name: str) -> None:
+    """A pod naming a PriorityClass is admitted only when the class exists (a platform's own)."""
+    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+    body |= {"metadata": {"name": name}, "value": 1000}
+    with control_plane.admin_api() as api:
+        try:
+            client.SchedulingV1Api(api).create_priority_class(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+
 @pytest.mark.parametrize("values_file", CI_VALUES, ids=lambda path: path.name)
 def test_chart_pods_pass_restricted_pod_security_admission(
-    render: Render, core: client.CoreV1Api, restricted_namespace: str, values_file: Any
+    render: Render,
+    core: client.CoreV1Api,
+    control_plane: ControlPlane,
+    restricted_namespace: str,
+    values_file: Any,
 ) -> None:
-    for pod in pods_of(render(load_yaml(values_file))):
+    values = load_yaml(values_file)
+    if values.get("priorityClassName"):
+        ensure_priority_class(control_plane, values["priorityClassName"])
+    for pod in pods_of(render(values)):
         admit(core, restricted_namespace, pod)
 
 

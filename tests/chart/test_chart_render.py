@@ -242,6 +242,17 @@ def test_kubernetes_store_mounts_no_checkpoint_volume(render: Render) -> None:
     assert volumes == {"config", "tmp"}
 
 
+def test_extra_volumes_are_added_beside_the_charts_own(render: Render) -> None:
+    volume = {"name": "bucket", "persistentVolumeClaim": {"claimName": "logs", "readOnly": True}}
+    mount = {"name": "bucket", "mountPath": "/data/bucket", "readOnly": True}
+    spec = pod_spec(render({"extraVolumes": [volume], "extraVolumeMounts": [mount]}))
+    assert spec["volumes"][-1] == volume
+    assert [v["name"] for v in spec["volumes"]] == ["config", "tmp", "bucket"]
+    (container,) = spec["containers"]
+    assert container["volumeMounts"][-1] == mount
+    assert [m["name"] for m in container["volumeMounts"]] == ["config", "tmp", "bucket"]
+
+
 def test_rbac_create_false_renders_no_role_but_keeps_the_service_account(render: Render) -> None:
     objects = render({"rbac": {"create": False}})
     assert by_kind(objects, "Role") == by_kind(objects, "RoleBinding") == []
@@ -336,3 +347,118 @@ def test_notes_render_for_both_stores(chart: Any) -> None:
         notes = rendered["checkpoint-runtime/templates/NOTES.txt"]
         assert f"Store: {store}" in notes
         assert f"helm test {RELEASE}" in notes
+
+
+HOSTNAME_ANTI_AFFINITY = {
+    "preferredDuringSchedulingIgnoredDuringExecution": [
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": SELECTOR},
+            },
+        }
+    ]
+}
+
+
+def test_kubernetes_store_replicas_prefer_different_nodes(render: Render) -> None:
+    assert pod_spec(render())["affinity"] == {"podAntiAffinity": HOSTNAME_ANTI_AFFINITY}
+    node_affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    spec = pod_spec(render({"affinity": node_affinity}))
+    assert spec["affinity"] == {**node_affinity, "podAntiAffinity": HOSTNAME_ANTI_AFFINITY}
+
+
+def test_a_pod_anti_affinity_value_replaces_the_default(render: Render) -> None:
+    hard = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "topologyKey": "topology.kubernetes.io/zone",
+                "labelSelector": {"matchLabels": SELECTOR},
+            }
+        ]
+    }
+    assert pod_spec(render({"affinity": {"podAntiAffinity": hard}}))["affinity"] == {
+        "podAntiAffinity": hard
+    }
+
+
+def test_file_store_single_replica_gets_no_anti_affinity(render: Render) -> None:
+    assert "affinity" not in pod_spec(render({"checkpoint": {"store": "file"}}))
+
+
+def test_extension_points_reach_the_pod(render: Render) -> None:
+    values = load_yaml(ROOT / "ci" / "extension-points-values.yaml")
+    objects = render(values)
+    deployment = one(objects, "Deployment")
+    template = deployment["spec"]["template"]
+    spec = template["spec"]
+    container = spec["containers"][0]
+    assert [env["name"] for env in container["env"]] == [
+        "POD_NAME",
+        "POD_NAMESPACE",
+        *(env["name"] for env in values["extraEnv"]),
+    ]
+    assert container["env"][2:] == values["extraEnv"]
+    assert container["envFrom"] == values["envFrom"]
+    labels = template["metadata"]["labels"]
+    assert labels.items() >= values["podLabels"].items()
+    assert labels.items() >= SELECTOR.items()
+    annotations = template["metadata"]["annotations"]
+    assert annotations.items() >= values["podAnnotations"].items()
+    assert set(annotations) == {"checksum/config", *values["podAnnotations"]}
+    assert spec["priorityClassName"] == "checkpoint-critical"
+    (constraint,) = spec["topologySpreadConstraints"]
+    assert constraint == {
+        **values["topologySpreadConstraints"][0],
+        "labelSelector": {"matchLabels": SELECTOR},
+    }
+    assert spec["affinity"] == {**values["affinity"], "podAntiAffinity": HOSTNAME_ANTI_AFFINITY}
+    # Only the pod template carries them: the selector and the object's labels are unchanged.
+    assert deployment["spec"]["selector"]["matchLabels"] == SELECTOR
+    assert "team" not in deployment["metadata"]["labels"]
+
+
+def test_extension_points_are_absent_by_default(render: Render) -> None:
+    spec = pod_spec(render())
+    container = spec["containers"][0]
+    assert [env["name"] for env in container["env"]] == ["POD_NAME", "POD_NAMESPACE"]
+    assert "envFrom" not in container
+    assert "priorityClassName" not in spec
+    assert "topologySpreadConstraints" not in spec
+
+
+def test_a_spread_constraint_keeps_its_own_label_selector(render: Render) -> None:
+    own = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["collectors"]}]}
+    constraint = {
+        "maxSkew": 2,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "minDomains": 2,
+        "labelSelector": own,
+    }
+    spec = pod_spec(render({"topologySpreadConstraints": [constraint]}))
+    assert spec["topologySpreadConstraints"] == [constraint]
+
+
+def test_pod_disruption_budget_lets_a_drain_evict_unhealthy_pods(render: Render) -> None:
+    objects = render({"podDisruptionBudget": {"enabled": True}})
+    assert (
+        one(objects, "PodDisruptionBudget")["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    )
+    objects = render(
+        {"podDisruptionBudget": {"enabled": True, "unhealthyPodEvictionPolicy": "IfHealthyBudget"}}
+    )
+    policy = one(objects, "PodDisruptionBudget")["spec"]["unhealthyPodEvictionPolicy"]
+    assert policy == "IfHealthyBudget"
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::"])
+def test_bind_address_reaches_the_runtime_config(render: Render, address: str) -> None:
+    config = runtime_config(render({"service": {"bindAddress": address}}))
+    assert config["http"] == {"port": 8080, "bindAddress": address}
+    assert parse_runtime_config(config).http_bind == address
+
+
+def test_default_bind_address_is_every_ipv4_interface(render: Render) -> None:
+    assert runtime_config(render())["http"]["bindAddress"] == "0.0.0.0"

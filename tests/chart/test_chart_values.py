@@ -178,6 +178,7 @@ def test_ci_matrix_covers_the_documented_configurations() -> None:
         "three-feeds-values.yaml",
         "optional-all-values.yaml",
         "external-sa-values.yaml",
+        "extension-points-values.yaml",
         "no-rbac-values.yaml",
         "other-namespace-values.yaml",
     } <= names
@@ -266,6 +267,127 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "/networkPolicy/ingressFrom/0",
     ),
     ("label-key-invalid", {"nodeSelector": {"bad key": "x"}}, "/nodeSelector"),
+    (
+        "extra-volume-hostpath",
+        {"extraVolumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+        "/extraVolumes/0",
+    ),
+    (
+        "extra-volume-two-sources",
+        {"extraVolumes": [{"name": "x", "emptyDir": {}, "configMap": {"name": "c"}}]},
+        "/extraVolumes/0",
+    ),
+    (
+        "extra-volume-chart-name",
+        {"extraVolumes": [{"name": "config", "emptyDir": {}}]},
+        "/extraVolumes/0/name",
+    ),
+    (
+        "extra-mount-over-config",
+        {"extraVolumeMounts": [{"name": "x", "mountPath": "/etc/checkpoint-runtime"}]},
+        "/extraVolumeMounts/0/mountPath",
+    ),
+    # The extension points cannot move the selectors, shadow the chart's own keys or escalate.
+    (
+        "pod-label-overrides-selector",
+        {"podLabels": {"app.kubernetes.io/name": "other"}},
+        "/podLabels",
+    ),
+    ("pod-label-overrides-chart", {"podLabels": {"helm.sh/chart": "x"}}, "/podLabels"),
+    (
+        "pod-annotation-overrides-checksum",
+        {"podAnnotations": {"checksum/config": "0"}},
+        "/podAnnotations",
+    ),
+    (
+        "priority-class-system",
+        {"priorityClassName": "system-cluster-critical"},
+        "/priorityClassName",
+    ),
+    ("priority-class-not-dns", {"priorityClassName": "Critical_1"}, "/priorityClassName"),
+    (
+        "env-overrides-pod-name",
+        {"extraEnv": [{"name": "POD_NAME", "value": "x"}]},
+        "/extraEnv/0/name",
+    ),
+    ("env-name-invalid", {"extraEnv": [{"name": "1BAD", "value": "x"}]}, "/extraEnv/0/name"),
+    (
+        "env-value-and-value-from",
+        {
+            "extraEnv": [
+                {
+                    "name": "A",
+                    "value": "x",
+                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                }
+            ]
+        },
+        "/extraEnv/0",
+    ),
+    (
+        "env-two-sources",
+        {
+            "extraEnv": [
+                {
+                    "name": "A",
+                    "valueFrom": {
+                        "secretKeyRef": {"name": "s", "key": "k"},
+                        "configMapKeyRef": {"name": "c", "key": "k"},
+                    },
+                }
+            ]
+        },
+        "/extraEnv/0/valueFrom",
+    ),
+    (
+        "env-unknown-key",
+        {"extraEnv": [{"name": "A", "value": "x", "securityContext": {}}]},
+        "/extraEnv/0",
+    ),
+    (
+        "env-from-without-source",
+        {"envFrom": [{"prefix": "X_"}]},
+        "/envFrom/0",
+    ),
+    (
+        "env-from-both-sources",
+        {"envFrom": [{"secretRef": {"name": "s"}, "configMapRef": {"name": "c"}}]},
+        "/envFrom/0",
+    ),
+    (
+        "spread-bad-when",
+        {
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "Maybe",
+                }
+            ]
+        },
+        "/topologySpreadConstraints/0/whenUnsatisfiable",
+    ),
+    (
+        "spread-min-domains-soft",
+        {
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "minDomains": 2,
+                }
+            ]
+        },
+        "/topologySpreadConstraints/0/whenUnsatisfiable",
+    ),
+    # Probes and the Service reach the pod IP: a loopback listener would fail every probe.
+    ("bind-loopback", {"service": {"bindAddress": "127.0.0.1"}}, "/service/bindAddress"),
+    (
+        "pdb-unknown-eviction-policy",
+        {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Never"}},
+        "/podDisruptionBudget/unhealthyPodEvictionPolicy",
+    ),
 ]
 
 

@@ -8,7 +8,6 @@ flowlogs collector from the stored cursor.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -26,53 +25,22 @@ from checkpoint_testenv.node.observe import (
     runtime_pods,
     wait_for,
 )
+from checkpoint_testenv.node.storage import host_claim
 
-APP_UID = 10001
 CLAIM = "checkpoints"
 POLL_SECONDS = 0.5
 
 
 @pytest.fixture(scope="module")
-def volume_dir(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("pv")
-    os.chown(folder, APP_UID, APP_UID)
-    return folder
+def volume_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pv") / "checkpoints"
 
 
 @pytest.fixture(scope="module")
 def file_release(node_cluster: NodeCluster, flow_feed: FlowFeed, volume_dir: Path) -> helm.Release:
     plane = node_cluster.control_plane
     namespace = restricted_namespace(plane, "file")
-    volume = f"{namespace}-checkpoints"
-    with plane.admin_api() as api:
-        core = client.CoreV1Api(api)
-        core.create_persistent_volume(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": volume},
-                "spec": {
-                    "capacity": {"storage": "64Mi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "",
-                    "hostPath": {"path": str(volume_dir), "type": "Directory"},
-                },
-            }
-        )
-        core.create_namespaced_persistent_volume_claim(
-            namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": CLAIM},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "",
-                    "volumeName": volume,
-                    "resources": {"requests": {"storage": "64Mi"}},
-                },
-            },
-        )
+    host_claim(plane, namespace, CLAIM, volume_dir)
     values = {
         "checkpoint": {
             "store": "file",

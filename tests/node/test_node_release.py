@@ -8,6 +8,7 @@ and last a failover by deleting the leader pod.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -30,22 +31,35 @@ from checkpoint_testenv.node.observe import (
     shard_writers,
     wait_for,
 )
+from checkpoint_testenv.node.storage import host_claim
 
 POLL_SECONDS = 0.5
 APP_UID = 10001
+BUCKET_MOUNT = "/data/bucket"
 
 
 @pytest.fixture(scope="module")
-def release(node_cluster: NodeCluster, flow_feed: FlowFeed) -> helm.Release:
+def bucket(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The object-store folder on the node's host, mounted into the pods through a claim."""
+    return tmp_path_factory.mktemp("objectstore") / "bucket"
+
+
+@pytest.fixture(scope="module")
+def release(node_cluster: NodeCluster, flow_feed: FlowFeed, bucket: Path) -> helm.Release:
     plane = node_cluster.control_plane
     namespace = restricted_namespace(plane, "node")
+    host_claim(plane, namespace, "bucket", bucket)
     values = {
         "checkpoint": {
             "collectors": [
-                {"kind": "flowlogs", "tailnet": "tn1", "url": flow_feed.url, "pollSeconds": 0.5}
+                {"kind": "flowlogs", "tailnet": "tn1", "url": flow_feed.url, "pollSeconds": 0.5},
+                {"kind": "objectstore", "tailnet": "tn1", "feed": "feed-a",
+                 "url": f"file://{BUCKET_MOUNT}", "pollSeconds": 0.5},
             ]
-        }
-    }
+        },
+        "extraVolumes": [{"name": "bucket", "persistentVolumeClaim": {"claimName": "bucket"}}],
+        "extraVolumeMounts": [{"name": "bucket", "mountPath": BUCKET_MOUNT, "readOnly": True}],
+    }  # fmt: skip
     begun = time.monotonic()
     try:
         installed = helm.install(plane, namespace, values, wait=True)
@@ -75,6 +89,31 @@ def test_leader_writes_shards_under_its_identity(release: helm.Release, logs: Re
     writers = shard_writers(release)
     assert set(writers.values()) == {holder}, writers
     wait_for(lambda: bool(logs.flow_numbers(holder_pod(holder))), 30, "a flow record emitted")
+
+
+def test_objectstore_feed_over_a_mounted_folder(
+    release: helm.Release, logs: ReleaseLogs, bucket: Path
+) -> None:
+    names = [f"2026/12/01/access-{index:03d}.json" for index in range(20)]
+    for name in names:
+        path = bucket / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"object": name, "n": 1}) + "\n" + json.dumps({"n": 2}) + "\n")
+
+    def objects() -> list[str]:
+        return [
+            entry["object"]
+            for pod in logs.followers
+            for entry in logs.followers[pod].entries()
+            if entry.get("line") == 0 and "object" in entry
+        ]
+
+    wait_for(lambda: sorted(objects()) == names, 60, "every object emitted once")
+    wait_for(
+        lambda: any("objectstore" in name for name in shard_writers(release)),
+        30,
+        "the object-store shard written",
+    )
 
 
 def test_service_serves_the_shard_gauges(release: helm.Release) -> None:

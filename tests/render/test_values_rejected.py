@@ -48,6 +48,15 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"checkpoint": {"collectors": [{"kind": "objectstore", "feed": "a", "url": "gs://x/"}]}},
         "checkpoint.collectors[0].url",
     ),
+    "pod-label-overrides-selector": (
+        {"podLabels": {"app.kubernetes.io/instance": "other"}},
+        "podLabels",
+    ),
+    "system-priority-class": ({"priorityClassName": "system-node-critical"}, "priorityClassName"),
+    "env-shadows-pod-name": (
+        {"extraEnv": [{"name": "POD_NAMESPACE", "value": "x"}]},
+        "extraEnv[0].name",
+    ),
     "flowlogs-url-not-http": (
         {"checkpoint": {"collectors": [{"kind": "flowlogs", "url": "file:///x"}]}},
         "checkpoint.collectors[0].url",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,18 @@ def file_config(tmp_path: Path, **store: Any) -> dict[str, Any]:
 def stored_rows(tmp_path: Path) -> dict[str, str]:
     store = Store.open(FileBackend(tmp_path / "cp", "checkpoint-runtime"), writer="reader")
     return dict(store.items(""))
+
+
+def healthz_status(host: str, port: int) -> int | None:
+    """GET /healthz on exactly this address (no proxy, no name lookup); None if refused."""
+    connection = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status
+    except OSError:
+        return None
+    finally:
+        connection.close()
 
 
 @pytest.fixture
@@ -59,6 +73,49 @@ def test_impossible_election_timings_are_rejected_with_the_knob(
     procs.append(proc.start())
     assert proc.wait_exit(20) == 2
     assert any(e.get("key") == "leaderElection.renewDeadlineSeconds" for e in proc.logs())
+
+
+def test_bind_overrides_the_configs_listen_address(
+    tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    # The harness's config binds 127.0.0.1; --bind moves the listener to another loopback address.
+    config = file_config(tmp_path)
+    proc = RuntimeProcess(tmp_path, "bound", config, extra_args=("--bind", "127.0.0.2"))
+    procs.append(proc.start())
+
+    def status() -> int | None:
+        return healthz_status("127.0.0.2", proc.port)
+
+    wait_for(lambda: status() == 200 or not proc.running, 20, "serving on 127.0.0.2")
+    assert status() == 200
+    with pytest.raises(ConnectionRefusedError):  # nothing listens on the config's 127.0.0.1
+        socket.create_connection(("127.0.0.1", proc.port), timeout=2).close()
+    assert proc.terminate() == 0
+
+
+def test_an_ipv6_bind_address_serves_over_ipv6(tmp_path: Path, procs: list[RuntimeProcess]) -> None:
+    proc = RuntimeProcess(tmp_path, "v6", file_config(tmp_path), extra_args=("--bind", "::1"))
+    procs.append(proc.start())
+
+    def status() -> int | None:
+        return healthz_status("::1", proc.port)
+
+    wait_for(lambda: status() == 200 or not proc.running, 20, "serving on ::1")
+    assert status() == 200
+    assert proc.terminate() == 0
+
+
+@pytest.mark.parametrize("bind", ["localhost", "0.0.0.256", ""])
+def test_a_bind_address_that_is_not_an_ip_is_refused_naming_the_key(
+    tmp_path: Path, procs: list[RuntimeProcess], bind: str
+) -> None:
+    proc = RuntimeProcess(tmp_path, "badbind", file_config(tmp_path), extra_args=("--bind", bind))
+    procs.append(proc.start())
+    assert proc.wait_exit(20) == 2
+    errors = [e for e in proc.logs() if e.get("level") == "error"]
+    assert errors[0]["key"] == "http.bindAddress"
+    assert "not an IP address" in errors[0]["msg"]
+    assert not (tmp_path / "cp").exists()
 
 
 def test_without_a_config_it_runs_on_the_embedded_file_store(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from checkpoint_runtime.gate import runtime_check
+from checkpoint_runtime.gate.advice import advise
 from checkpoint_runtime.gate.engine import POLICY_WASM, Level, PolicyEngine, Verdict
 from checkpoint_runtime.gate.paths import CHART_DIR
 from checkpoint_runtime.gate.render import (
@@ -88,7 +89,8 @@ class Gate:
         self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
     ) -> GateResult:
         result = GateResult()
-        for violation in self.schema.violations(self._sdk.merged_values(values)):
+        merged = self._sdk.merged_values(values)
+        for violation in self.schema.violations(merged):
             result.findings.append(
                 Finding(
                     CHECK_VALUES,
@@ -100,6 +102,10 @@ class Gate:
             )
         if result.denied:
             return result
+        result.findings.extend(
+            Finding(CHECK_VALUES, Level.WARN, advice.rule, advice.key, advice.message)
+            for advice in advise(merged)
+        )
         try:
             result.manifests = self.renderer.render(values, release=release, namespace=namespace)
         except RenderError as error:

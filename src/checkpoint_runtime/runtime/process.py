@@ -70,6 +70,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--http-port", type=int, help="override http.port of the config")
     parser.add_argument(
+        "--bind",
+        metavar="ADDRESS",
+        help="override http.bindAddress of the config: the IP address the HTTP listener binds "
+        "(default 0.0.0.0, all IPv4 interfaces; 127.0.0.1 keeps it on this host)",
+    )
+    parser.add_argument(
         "--check-config",
         action="store_true",
         help="only run the startup checks (schema, shard size projection, installed extras), "
@@ -82,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     logs.configure()
     try:
         # A config whose shard could not fit is refused now, naming the knob.
-        settings, projections = startup.check(load_document(args.config))
+        settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
         for index, collector in enumerate(settings.collectors):
             if collector.kind == "objectstore":
                 check_url(collector.url, f"collectors[{index}].url")
@@ -105,6 +111,15 @@ def main(args: argparse.Namespace) -> int:
         runtime.http_port = args.http_port
     with _signals_stop(runtime):
         return runtime.run()
+
+
+def with_bind(document: dict[str, Any], bind: str | None) -> dict[str, Any]:
+    """The config with --bind applied to http.bindAddress (a non-object http is left to the
+    schema check to name)."""
+    http = document.get("http", {})
+    if bind is None or not isinstance(http, dict):
+        return document
+    return {**document, "http": {**http, "bindAddress": bind}}
 
 
 @contextmanager

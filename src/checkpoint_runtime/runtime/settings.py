@@ -8,6 +8,7 @@ the file store with no collectors.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -175,6 +176,15 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
                 namespace=namespace,
             )
         )
+    bind = http.get("bindAddress", DEFAULT_HTTP_BIND)
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        raise ConfigError(
+            "http.bindAddress",
+            f"{bind!r} is not an IP address: give a literal IPv4 or IPv6 address, e.g. 0.0.0.0 "
+            "(all IPv4 interfaces), :: (all interfaces) or 127.0.0.1 (this host only)",
+        ) from None
     return RuntimeSettings(
         store=StoreSettings(
             backend=backend,
@@ -188,7 +198,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         election_enabled=backend == "kubernetes" and election.get("enabled", True),
         timings=timings,
         http_port=http.get("port", DEFAULT_HTTP_PORT),
-        http_bind=http.get("bindAddress", DEFAULT_HTTP_BIND),
+        http_bind=bind,
         sink_kind=sink["kind"],
         sink_path=sink.get("path"),
         collectors=collectors,

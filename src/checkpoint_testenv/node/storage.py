@@ -1,0 +1,52 @@
+"""Storage a platform team would have on the node: a claim bound to a hostPath volume.
+
+The folder lives on the node's host (the test's own temporary folder) and belongs to the pods'
+UID, so a non-root pod can use it; the claim is what the chart is given (the restricted profile
+allows claims, not hostPath).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from checkpoint_testenv.controlplane import ControlPlane
+
+APP_UID = 10001  # the image's user (the chart's runAsUser)
+
+
+def host_claim(plane: ControlPlane, namespace: str, claim: str, folder: Path) -> str:
+    """Create a PersistentVolume on `folder` and claim `claim` bound to it; the volume's name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chown(folder, APP_UID, APP_UID)
+    volume = f"{namespace}-{claim}"
+    with plane.admin_api() as api:
+        core = client.CoreV1Api(api)
+        persistent_volume: Any = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "64Mi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "hostPath": {"path": str(folder), "type": "Directory"},
+            },
+        }
+        claim_body: Any = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "64Mi"}},
+            },
+        }
+        core.create_persistent_volume(persistent_volume)  # plain dicts are sent as they are
+        core.create_namespaced_persistent_volume_claim(namespace, claim_body)
+    return volume

@@ -93,6 +93,8 @@ LEADER_ELECTION_JITTER_FACTOR: Final = 1.2
 DEFAULT_POLL_SECONDS: Final = 10.0
 DEFAULT_REPLAY_WINDOW_SECONDS: Final = 300.0
 OBJECTSTORE_CHUNK_OBJECTS: Final = 100
+# GETs in flight while a chunk of a remote (s3://) feed is read.
+OBJECTSTORE_READ_THREADS: Final = 16
 # URL schemes an objectstore collector reads (the schemas' objectstoreUrl pattern), and the
 # package extra each needs beyond the base install ("" for none).
 OBJECTSTORE_URL_EXTRAS: Final = {"file": "", "s3": "s3"}

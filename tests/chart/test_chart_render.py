@@ -481,3 +481,14 @@ def test_user_strings_stay_strings_where_go_yaml_would_retype_them(render: Rende
     lease_rule = next(r for r in one(objects, "Role")["rules"] if "resourceNames" in r)
     assert lease_rule["resourceNames"] == ["08"]
     assert runtime_config(objects)["store"]["leaseName"] == "08"
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::"])
+def test_bind_address_reaches_the_runtime_config(render: Render, address: str) -> None:
+    config = runtime_config(render({"service": {"bindAddress": address}}))
+    assert config["http"] == {"port": 8080, "bindAddress": address}
+    assert parse_runtime_config(config).http_bind == address
+
+
+def test_default_bind_address_is_every_ipv4_interface(render: Render) -> None:
+    assert runtime_config(render())["http"]["bindAddress"] == "0.0.0.0"

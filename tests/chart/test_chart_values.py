@@ -381,6 +381,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         },
         "/topologySpreadConstraints/0/whenUnsatisfiable",
     ),
+    # Probes and the Service reach the pod IP: a loopback listener would fail every probe.
+    ("bind-loopback", {"service": {"bindAddress": "127.0.0.1"}}, "/service/bindAddress"),
     (
         "pdb-unknown-eviction-policy",
         {"podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Never"}},

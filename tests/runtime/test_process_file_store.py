@@ -30,6 +30,18 @@ def stored_rows(tmp_path: Path) -> dict[str, str]:
     return dict(store.items(""))
 
 
+def healthz_status(host: str, port: int) -> int | None:
+    """GET /healthz on exactly this address (no proxy, no name lookup); None if refused."""
+    connection = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status
+    except OSError:
+        return None
+    finally:
+        connection.close()
+
+
 @pytest.fixture
 def procs() -> Any:
     started: list[RuntimeProcess] = []
@@ -72,19 +84,24 @@ def test_bind_overrides_the_configs_listen_address(
     procs.append(proc.start())
 
     def status() -> int | None:
-        connection = http.client.HTTPConnection("127.0.0.2", proc.port, timeout=2)
-        try:
-            connection.request("GET", "/healthz")
-            return connection.getresponse().status
-        except OSError:
-            return None
-        finally:
-            connection.close()
+        return healthz_status("127.0.0.2", proc.port)
 
     wait_for(lambda: status() == 200 or not proc.running, 20, "serving on 127.0.0.2")
     assert status() == 200
     with pytest.raises(ConnectionRefusedError):  # nothing listens on the config's 127.0.0.1
         socket.create_connection(("127.0.0.1", proc.port), timeout=2).close()
+    assert proc.terminate() == 0
+
+
+def test_an_ipv6_bind_address_serves_over_ipv6(tmp_path: Path, procs: list[RuntimeProcess]) -> None:
+    proc = RuntimeProcess(tmp_path, "v6", file_config(tmp_path), extra_args=("--bind", "::1"))
+    procs.append(proc.start())
+
+    def status() -> int | None:
+        return healthz_status("::1", proc.port)
+
+    wait_for(lambda: status() == 200 or not proc.running, 20, "serving on ::1")
+    assert status() == 200
     assert proc.terminate() == 0
 
 

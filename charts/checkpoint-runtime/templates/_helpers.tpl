@@ -178,7 +178,7 @@ that schema exactly instead of echoing values through.
 {{- if eq .Values.sink.kind "file" }}
 {{- $_ := set $sink "path" .Values.sink.path }}
 {{- end }}
-{{- $config := dict "store" $store "leaderElection" $election "http" (dict "port" .Values.service.port "bindAddress" "0.0.0.0") "sink" $sink "collectors" $cp.collectors }}
+{{- $config := dict "store" $store "leaderElection" $election "http" (dict "port" .Values.service.port "bindAddress" .Values.service.bindAddress) "sink" $sink "collectors" $cp.collectors }}
 {{- toPrettyJson $config }}
 {{- end }}
 

@@ -7,7 +7,9 @@ as well as for the leader, so a rollout does not wait on an election.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    """The stdlib server binds IPv4 only; `::` on an IPv6 socket also takes IPv4 on Linux."""
+
+    address_family = socket.AF_INET6
 
 
 class HealthServer:
@@ -49,7 +57,8 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("http: " + format, *args)
 
-        self._server = ThreadingHTTPServer((bind, port), Handler)
+        ipv6 = ipaddress.ip_address(bind).version == 6
+        self._server = (_IPv6Server if ipv6 else ThreadingHTTPServer)((bind, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
 

@@ -305,6 +305,7 @@ fixture_deployment := {
 								"type": "RuntimeDefault",
 							},
 						},
+						"terminationMessagePolicy": "FallbackToLogsOnError",
 						"volumeMounts": [
 							{
 								"mountPath": "/etc/checkpoint-runtime",

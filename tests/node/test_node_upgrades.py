@@ -192,6 +192,8 @@ def test_a_rollback_era_edit_of_the_legacy_data_is_refused_by_name(
     # What `kubectl describe pod` shows: the last run ended in error, the container restarts.
     assert status.last_state.terminated.exit_code == EXIT_FAILED
     assert status.restart_count >= 1
+    # ... and why: the chart's FallbackToLogsOnError makes the error the termination message.
+    assert "LegacyConflictError" in (status.last_state.terminated.message or "")
     with release.plane.admin_api() as api:
         log = client.CoreV1Api(api).read_namespaced_pod_log(
             pod.metadata.name, release.namespace, container="runtime", previous=True

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gc
 import gzip
 import importlib
 import json
 import statistics
 import sys
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from typing import Any
 from checkpoint_runtime import codec
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.workload import SHAPES, FeedWorkload
+from checkpoint_testenv.benchreport import Table, timed_ms
 
 SHARD = "tailnet-1/objectstore/feed-1"
 ROWS_AT = 5000
@@ -57,23 +56,6 @@ ENTROPY_NOTES = (
     "the draw order and its entropy equals the bits drawn. Checked against "
     "FeedWorkload.entropy_bits."
 )
-
-
-@dataclass
-class Table:
-    """One printed table: also what all.py puts into docs/benchmarks.md."""
-
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-
-    def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.headers) + " |"]
-        lines.append("|" + "|".join("---:" if i else "---" for i in range(len(self.headers))) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        lines += [""] + [f"- {note}" for note in self.notes] if self.notes else []
-        return "\n".join(lines) + "\n"
 
 
 # -- the two codecs ---------------------------------------------------------------------------
@@ -180,17 +162,6 @@ class Point:
         return self.encode_ms["envelope"] / self.encode_ms["baseline"]
 
 
-def _timed(call: Callable[[], Any]) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        started = time.perf_counter()
-        call()
-        return (time.perf_counter() - started) * 1000
-    finally:
-        gc.enable()
-
-
 def measure(shape: str, rows: dict[str, str], seen_rows: int, repetitions: int) -> Point:
     """Encode and decode with both codecs, interleaved: each repetition rotates the order."""
     blobs = {name: encode(rows) for name, (encode, _) in CODECS.items()}
@@ -208,9 +179,12 @@ def measure(shape: str, rows: dict[str, str], seen_rows: int, repetitions: int) 
     for repetition in range(repetitions):
         shift = repetition % len(operations)
         for name, operation, call in operations[shift:] + operations[:shift]:
-            samples[(name, operation)].append(_timed(call))
+            samples[(name, operation)].append(timed_ms(call, collect_first=True))
         # The decodes once more, back to back in alternating order, for a paired ratio.
-        pair = {name: _timed(call) for name, call in decodes[:: 1 if repetition % 2 else -1]}
+        pair = {
+            name: timed_ms(call, collect_first=True)
+            for name, call in decodes[:: 1 if repetition % 2 else -1]
+        }
         paired.append(pair["envelope"] / pair["baseline"])
     median = {key: statistics.median(values) for key, values in samples.items()}
     return Point(
@@ -298,7 +272,9 @@ def measure_deflaters(shape: str, rows: dict[str, str], repetitions: int) -> lis
     for repetition in range(repetitions):
         shift = repetition % len(back_ends)
         for name, compress in back_ends[shift:] + back_ends[:shift]:
-            samples[name].append(_timed(lambda compress=compress: compress(envelope)))
+            samples[name].append(
+                timed_ms(lambda compress=compress: compress(envelope), collect_first=True)
+            )
     return [
         Deflater(shape, name, len(envelope), sizes[name], baseline, statistics.median(times))
         for name, times in samples.items()

@@ -44,28 +44,12 @@ from checkpoint_runtime.naming import shard_name
 from checkpoint_runtime.store import Debouncer, Store
 from checkpoint_runtime.workload import EPOCH_NS, Configuration, FeedWorkload, rfc3339_ns
 from checkpoint_testenv import binaries
+from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
 ROWS_AT = 5000
-
-
-@dataclass
-class Table:
-    """One printed table: also what all.py puts into docs/benchmarks.md."""
-
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-
-    def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.headers) + " |"]
-        lines.append("|" + "|".join("---:" if i else "---" for i in range(len(self.headers))) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        lines += [""] + [f"- {note}" for note in self.notes] if self.notes else []
-        return "\n".join(lines) + "\n"
 
 
 # -- measuring instruments ----------------------------------------------------------------------
@@ -168,16 +152,6 @@ class RequestLog:
             return self.methods["PUT"] + self.methods["POST"], self.body_bytes
 
 
-def _timed(call: Callable[[], Any]) -> float:
-    gc.disable()
-    try:
-        started = time.perf_counter()
-        call()
-        return (time.perf_counter() - started) * 1000
-    finally:
-        gc.enable()
-
-
 def _percentile(values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile (p99 of 200 samples is the 198th smallest)."""
     ordered = sorted(values)
@@ -259,7 +233,7 @@ def measure_latency(plane: ControlPlane, shape: str, iterations: int, seen_rows:
         shift = iteration % len(steps)
         gc.collect()
         for name, call in steps[shift:] + steps[:shift]:
-            samples[name].append(_timed(call))
+            samples[name].append(timed_ms(call))
         raw_version = answers[0].metadata.resource_version
         if store.dirty_shards():
             raise RuntimeError("the store left the shard dirty")

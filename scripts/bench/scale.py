@@ -45,6 +45,7 @@ from checkpoint_runtime.gzipmembers import gunzip_members
 from checkpoint_runtime.store import Store
 from checkpoint_runtime.workload import EPOCH_NS, FeedWorkload, rfc3339_ns
 from checkpoint_testenv import binaries
+from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 
 LEASE = "bench-checkpoints"
@@ -53,38 +54,11 @@ ROWS_AT = 5000
 STALL_SECONDS = 2.0
 
 
-@dataclass
-class Table:
-    """One printed table: also what all.py puts into docs/benchmarks.md."""
-
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-
-    def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.headers) + " |"]
-        lines.append("|" + "|".join("---:" if i else "---" for i in range(len(self.headers))) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        lines += [""] + [f"- {note}" for note in self.notes] if self.notes else []
-        return "\n".join(lines) + "\n"
-
-
 def _percentile(values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile."""
     ordered = sorted(values)
     rank = max(1, -(-len(ordered) * fraction // 1))
     return ordered[int(rank) - 1]
-
-
-def _timed(call: Callable[[], Any]) -> float:
-    gc.disable()
-    try:
-        started = time.perf_counter()
-        call()
-        return (time.perf_counter() - started) * 1000
-    finally:
-        gc.enable()
 
 
 def _progress(message: str) -> None:
@@ -199,11 +173,11 @@ def measure_change_cost(
         _change(store, FEED, seen, changed, iteration)
         gc.collect()
         if iteration % 2:
-            result.raw_ms.append(_timed(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
-            result.store_ms.append(_timed(store.flush))
+            result.raw_ms.append(timed_ms(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
+            result.store_ms.append(timed_ms(store.flush))
         else:
-            result.store_ms.append(_timed(store.flush))
-            result.raw_ms.append(_timed(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
+            result.store_ms.append(timed_ms(store.flush))
+            result.raw_ms.append(timed_ms(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
         blob = recorder.last[FEED].blob
         result.blob_bytes.append(len(blob))
         result.compactions += _members(blob) == 1
@@ -260,7 +234,7 @@ def measure_round(
         gc.collect()
         steps = [(result.store_s, store.flush), (result.raw_s, raw_round)]
         for samples, call in steps if number % 2 == 0 else steps[::-1]:
-            samples.append(_timed(call) / 1000)
+            samples.append(timed_ms(call) / 1000)
     raw.close()
     store.backend.close()  # type: ignore[attr-defined]
     return result
@@ -310,7 +284,7 @@ def measure_stall(name: str, make: Callable[[], Backend], repetitions: int) -> S
         flushing.start()
         stall.entered.wait()
         change = {"flowlogs/cursor": f"b{repetition}"}
-        result.batch_ms.append(_timed(lambda store=store, change=change: store.batch(change)))
+        result.batch_ms.append(timed_ms(lambda store=store, change=change: store.batch(change)))
         flushing.join()
     return result
 

@@ -30,28 +30,12 @@ from checkpoint_runtime.keys import collector_namespace
 from checkpoint_runtime.store import Store
 from checkpoint_runtime.workload import EPOCH_NS, FeedWorkload, rfc3339_ns
 from checkpoint_testenv import binaries
+from checkpoint_testenv.benchreport import Table
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
 SHARD_ROWS = 5000
-
-
-@dataclass
-class Table:
-    """One printed table: also what all.py puts into docs/benchmarks.md."""
-
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-
-    def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.headers) + " |"]
-        lines.append("|" + "|".join("---:" if i else "---" for i in range(len(self.headers))) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        lines += [""] + [f"- {note}" for note in self.notes] if self.notes else []
-        return "\n".join(lines) + "\n"
 
 
 def _open(backend: Backend, **options: Any) -> Store:

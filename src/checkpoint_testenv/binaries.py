@@ -30,15 +30,17 @@ class BinariesMissing(RuntimeError):
 
 def locate() -> Path:
     """Return the folder holding kube-apiserver, etcd and helm, building them if needed."""
-    return _locate(BIN_ENV, BUILD_SCRIPT, REQUIRED)
+    return locate_built(BIN_ENV, BUILD_SCRIPT, REQUIRED)
 
 
 def locate_node() -> Path:
     """Return the folder holding the test node's binaries and pause image, building if needed."""
-    return _locate(NODE_BIN_ENV, NODE_BUILD_SCRIPT, NODE_REQUIRED)
+    return locate_built(NODE_BIN_ENV, NODE_BUILD_SCRIPT, NODE_REQUIRED)
 
 
-def _locate(env: str, script: Path, required: tuple[str, ...]) -> Path:
+def locate_built(env: str, script: Path, required: tuple[str, ...]) -> Path:
+    """The folder named by $env, else the one `script` builds (its last stdout line), holding
+    every name in `required` (programs executable, `.tar` image archives readable)."""
     configured = os.environ.get(env)
     folder = Path(configured) if configured else _run_build_script(script, env)
     # Image archives are read, everything else is run.

@@ -9,7 +9,6 @@ committed.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tarfile
@@ -17,7 +16,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from checkpoint_testenv.binaries import REPO_ROOT, BinariesMissing
+from checkpoint_testenv.binaries import REPO_ROOT, locate_built
 
 BIN_ENV = "CHECKPOINT_POLICY_TOOLS_BIN"
 REQUIRED = ("opa", "conftest")
@@ -27,13 +26,7 @@ BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build-policy-tools.sh"
 @cache
 def locate() -> Path:
     """The folder holding opa and conftest, building them if needed."""
-    configured = os.environ.get(BIN_ENV)
-    folder = Path(configured) if configured else _run_build_script()
-    missing = [name for name in REQUIRED if not os.access(folder / name, os.X_OK)]
-    if missing:
-        source = f"${BIN_ENV}" if configured else str(BUILD_SCRIPT)
-        raise BinariesMissing(f"{', '.join(missing)} not executable in {folder} (from {source})")
-    return folder
+    return locate_built(BIN_ENV, BUILD_SCRIPT, REQUIRED)
 
 
 def opa() -> Path:
@@ -42,20 +35,6 @@ def opa() -> Path:
 
 def conftest() -> Path:
     return locate() / "conftest"
-
-
-def _run_build_script() -> Path:
-    # stderr is left to the terminal: a first build takes minutes and prints its progress there.
-    result = subprocess.run(
-        [str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
-    )
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        raise BinariesMissing(
-            f"{BUILD_SCRIPT} failed with exit code {result.returncode}; "
-            f"run it by hand to see why, or set ${BIN_ENV}"
-        )
-    return Path(lines[-1])
 
 
 def build_wasm(policy_dir: Path, entrypoint_rego: Path, entrypoints: list[str]) -> bytes:

@@ -14,9 +14,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import json
-import os
 import secrets
-import subprocess
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from typing import Any
 import botocore.config
 import botocore.session
 
-from checkpoint_testenv.binaries import REPO_ROOT, BinariesMissing
+from checkpoint_testenv.binaries import REPO_ROOT, locate_built
 from checkpoint_testenv.controlplane import free_port
 from checkpoint_testenv.processes import ManagedProcess, wait_until
 
@@ -41,26 +39,7 @@ _UPLOAD_THREADS = 8
 @cache
 def locate() -> Path:
     """The folder holding `weed`, building it if needed."""
-    configured = os.environ.get(BIN_ENV)
-    folder = Path(configured) if configured else _run_build_script()
-    if not os.access(folder / "weed", os.X_OK):
-        source = f"${BIN_ENV}" if configured else str(BUILD_SCRIPT)
-        raise BinariesMissing(f"weed not executable in {folder} (from {source})")
-    return folder
-
-
-def _run_build_script() -> Path:
-    # stderr is left to the terminal: a first build takes minutes and prints its progress there.
-    result = subprocess.run(
-        [str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
-    )
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        raise BinariesMissing(
-            f"{BUILD_SCRIPT} failed with exit code {result.returncode}; "
-            f"run it by hand to see why, or set ${BIN_ENV}"
-        )
-    return Path(lines[-1])
+    return locate_built(BIN_ENV, BUILD_SCRIPT, ("weed",))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoint_runtime import codec_v1
-from checkpoint_runtime.codec_v1 import PADDED, PLAIN, UNPADDED
+from checkpoint_runtime.codec_v1 import PLAIN, UNPADDED
 from checkpoint_runtime.constants import (
     DELTA_DEFLATE_LEVEL,
     MAX_DECODED_ENVELOPE,
@@ -327,16 +327,7 @@ def _build_base64(column: _Column, encoding: int, head: str) -> list[str] | None
 def _decode_group(
     shard: str, row_kinds: Mapping[str, bool], group: Any, budget: int
 ) -> tuple[list[str], list[str], int]:
-    if not isinstance(group, dict) or set(group) != {"kind", "base64", "ids", "values"}:
-        raise CorruptShardError(shard, "a group must hold exactly kind, base64, ids, values")
-    row_kind, encoding = group["kind"], group["base64"]
-    where = f"group {row_kind!r}"
-    if not isinstance(row_kind, str) or row_kind not in row_kinds:
-        raise CorruptShardError(
-            shard, f"{where}: not a row kind of this shard ({', '.join(sorted(row_kinds))})"
-        )
-    if type(encoding) is not int or encoding not in (PLAIN, UNPADDED, PADDED):
-        raise CorruptShardError(shard, f"{where}: base64 must be 0, 1 or 2")
+    row_kind, encoding, where = codec_v1.group_header(shard, row_kinds, group)
     values = _column(shard, group["values"], f"{where} values", budget)
     ids = _column(shard, group["ids"], f"{where} ids", budget - values.chars)
     if ids.entries != values.entries:

@@ -245,9 +245,9 @@ def encode_ids(ids: list[str], encoding: int) -> list[str]:
     return lines.split("\n")[:-1]
 
 
-def _decode_group(
-    shard: str, row_kinds: Mapping[str, bool], group: Any, budget: int
-) -> tuple[list[str], list[str]]:
+def group_header(shard: str, row_kinds: Mapping[str, bool], group: Any) -> tuple[str, int, str]:
+    """A row group's row kind and base64 encoding, checked (the same in every format version),
+    and how errors name the group."""
     if not isinstance(group, dict) or set(group) != {"kind", "base64", "ids", "values"}:
         raise CorruptShardError(shard, "a group must hold exactly kind, base64, ids, values")
     row_kind, encoding = group["kind"], group["base64"]
@@ -258,6 +258,13 @@ def _decode_group(
         )
     if type(encoding) is not int or encoding not in (PLAIN, UNPADDED, PADDED):
         raise CorruptShardError(shard, f"{where}: base64 must be 0, 1 or 2")
+    return row_kind, encoding, where
+
+
+def _decode_group(
+    shard: str, row_kinds: Mapping[str, bool], group: Any, budget: int
+) -> tuple[list[str], list[str]]:
+    row_kind, encoding, where = group_header(shard, row_kinds, group)
     ids = _front_decode(shard, group["ids"], f"{where} ids", budget)
     values = _front_decode(shard, group["values"], f"{where} values", budget)
     if len(ids) != len(values):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_runtime.gate.engine import ENGINE_RULE, Level, PolicyEngine
-from checkpoint_runtime.gate.paths import POLICY_DIR
-from checkpoint_runtime.gate.pipeline import CHECK_POLICY, Gate
+from checkpoint_gate.engine import ENGINE_RULE, Level, PolicyEngine
+from checkpoint_gate.paths import POLICY_DIR
+from checkpoint_gate.pipeline import CHECK_POLICY, Gate
 from checkpoint_testenv import policytools
 from checkpoint_testenv.binaries import REPO_ROOT
 
@@ -132,8 +132,8 @@ def test_input_the_engine_cannot_take_is_a_finding_for_each_document_and_mode() 
     with a named ENGINE deny, not a traceback."""
     import datetime
 
-    from checkpoint_runtime.gate.engine import COMBINED_LABEL
-    from checkpoint_runtime.gate.render import Manifest
+    from checkpoint_gate.engine import COMBINED_LABEL
+    from checkpoint_gate.render import Manifest
 
     odd = Manifest(
         "t.yaml",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from checkpoint_runtime import projection
+from checkpoint_runtime.runtime import projection
 from checkpoint_runtime.runtime.settings import parse
 from checkpoint_testenv import binaries
 

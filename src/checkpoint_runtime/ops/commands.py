@@ -14,7 +14,6 @@ import json
 import sys
 from typing import Any, NamedTuple
 
-from checkpoint_runtime import inspection, migration, projection
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
@@ -23,12 +22,14 @@ from checkpoint_runtime.constants import (
     DEFAULT_STORE_NAME,
     PROJECTION_SHAPE,
 )
-from checkpoint_runtime.coordination import Stamp
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
-from checkpoint_runtime.runtime import credentials
+from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.runtime import credentials, projection
 from checkpoint_runtime.runtime.settings import load_settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store import migration
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.fencing import Stamp
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 
 def shard_report(store: Store) -> list[dict[str, Any]]:

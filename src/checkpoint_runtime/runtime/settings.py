@@ -28,6 +28,7 @@ from checkpoint_runtime.constants import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_REPLAY_WINDOW_SECONDS,
     DEFAULT_STORE_NAME,
+    DISCOVERY_LABELS,
     LEASE_DURATION_SECONDS,
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
@@ -53,6 +54,8 @@ class StoreSettings:
     legacy_config_map: str | None
     deadline_seconds: float
     debounce_seconds: float
+    discovery: str = DISCOVERY_LABELS
+    """How the kubernetes backend finds its shards: by label (list) or by name (get only)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
             legacy_config_map=store.get("legacyConfigMap"),
             deadline_seconds=store.get("deadlineSeconds", DEFAULT_DEADLINE_SECONDS),
             debounce_seconds=store.get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS),
+            discovery=store.get("discovery", DISCOVERY_LABELS),
         ),
         election_enabled=backend == "kubernetes" and election.get("enabled", True),
         timings=timings,

@@ -22,7 +22,11 @@ pinned("") := ""
 
 pinned(name) := concat("", ["/", name]) if name != ""
 
-resource_names(rule) := object.get(rule, "resourceNames", [])
+# A null resourceNames (`resourceNames:` with nothing after it) is empty to the API server: every name.
+resource_names(rule) := names if {
+	names := object.get(rule, "resourceNames", [])
+	is_array(names)
+} else := []
 
 names_or_any(rule) := resource_names(rule) if count(resource_names(rule)) > 0
 

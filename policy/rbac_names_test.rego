@@ -123,3 +123,13 @@ test_names_scope_without_collectors_grants_create_only if {
 	)
 	denies_combined(docs) == set()
 }
+
+test_names_scope_null_resource_names_grant_every_name if {
+	config := json.patch(names_config([], "x"), [{"op": "replace", "path": "/data/config.json", "value": json.marshal(json.patch(json.unmarshal(names_config([], "x").data["config.json"]), [{"op": "remove", "path": "/store/legacyConfigMap"}]))}])
+	null_names := json.patch(names_rules([]), [{"op": "replace", "path": "/0/resourceNames", "value": null}])
+	docs := array.concat(
+		array.concat(array.slice(fixture_release, 0, index_config), [config, names_role(null_names)]),
+		array.slice(fixture_release, index_role + 1, count(fixture_release)),
+	)
+	rbac3(docs) == {"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [get configmaps, update configmaps]; missing []"}
+}

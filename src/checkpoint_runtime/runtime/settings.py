@@ -29,6 +29,7 @@ from checkpoint_runtime.constants import (
     DEFAULT_REPLAY_WINDOW_SECONDS,
     DEFAULT_STORE_NAME,
     DISCOVERY_LABELS,
+    DISCOVERY_NAMES,
     LEASE_DURATION_SECONDS,
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
@@ -212,3 +213,11 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
 def load_settings(path: str | None) -> RuntimeSettings:
     """Read, validate and parse the config file (None: the embedded file-store default)."""
     return parse(load_document(path))
+
+
+def configured_shards(settings: RuntimeSettings) -> list[str] | None:
+    """The shards a store that discovers by name reads (one per configured collector), or None
+    when it discovers its shards by label (store.discovery=labels, and the file store)."""
+    if settings.store.backend != "kubernetes" or settings.store.discovery != DISCOVERY_NAMES:
+        return None
+    return [collector.namespace for collector in settings.collectors]

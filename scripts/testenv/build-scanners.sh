@@ -54,7 +54,7 @@ ln -s venv/bin/checkov "$out/checkov"
 echo "scanners: checkov installed in $(($(date +%s) - start)) s" >&2
 
 echo "scanners: building kube-score $kube_score_version into $out" \
-  "(~1 min on 2 cores the first time; later builds reuse Go's build cache)" >&2
+  "(~3 min on 2 cores the first time; later builds reuse Go's build cache)" >&2
 ldflags="-s -X main.version=${kube_score_version#v}"
 (cd "$mod" && GOFLAGS=-mod=readonly go build -trimpath -ldflags="$ldflags" -o "$out/" \
   github.com/zegl/kube-score/cmd/kube-score)

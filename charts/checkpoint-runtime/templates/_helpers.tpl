@@ -1,37 +1,8 @@
-{{/*
-Names. Kubernetes limits most names to 63 characters (DNS-1123 labels), so every name is
-truncated to 63 and never ends in a dash.
-*/}}
-{{- define "checkpoint-runtime.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
-{{- end }}
-
-{{- define "checkpoint-runtime.fullname" -}}
-{{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
-{{- else }}
-{{- $name := default .Chart.Name .Values.nameOverride }}
-{{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 63 | trimSuffix "-" }}
-{{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
-{{- end }}
-{{- end }}
-{{- end }}
-
 {{- define "checkpoint-runtime.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The runtime config ConfigMap: "<fullname>-config" (the runtime, the gate and docs rely on it). */}}
-{{- define "checkpoint-runtime.configName" -}}
-{{- printf "%s-config" (include "checkpoint-runtime.fullname" .) }}
-{{- end }}
 
-{{/* Name of the helm test pod, kept within 63 characters. */}}
-{{- define "checkpoint-runtime.testName" -}}
-{{- printf "%s-test" (include "checkpoint-runtime.fullname" . | trunc 58 | trimSuffix "-") }}
-{{- end }}
 
 {{/*
 Labels. Selectors use name and instance only (they are immutable on a Deployment); every
@@ -74,26 +45,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{ include "checkpoint-runtime.componentLabels" (list . "runtime") }}
 {{- end }}
 
-{{/* The coordination namespace: shards, the Lease, the Role and the RoleBinding live here. */}}
-{{- define "checkpoint-runtime.coordinationNamespace" -}}
-{{- default .Release.Namespace .Values.checkpoint.namespace }}
-{{- end }}
 
-{{- define "checkpoint-runtime.leaseName" -}}
-{{- default (include "checkpoint-runtime.fullname" .) .Values.checkpoint.leaseName }}
-{{- end }}
 
-{{/*
-The ServiceAccount. With serviceAccount.create=false the chart cannot invent an account, so
-a name is required (the schema says so too; this message is for --skip-schema-validation).
-*/}}
-{{- define "checkpoint-runtime.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "checkpoint-runtime.fullname" .) .Values.serviceAccount.name }}
-{{- else }}
-{{- required "checkpoint-runtime: invalid values: serviceAccount.name is required when serviceAccount.create is false: name the existing ServiceAccount the runtime runs as" .Values.serviceAccount.name }}
-{{- end }}
-{{- end }}
 
 {{- define "checkpoint-runtime.kubernetesStore" -}}
 {{- if eq .Values.checkpoint.store "kubernetes" }}true{{ end }}
@@ -153,79 +106,4 @@ capabilities:
     - ALL
 seccompProfile:
   type: RuntimeDefault
-{{- end }}
-
-{{/*
-The runtime config (schemas/runtime-config.schema.json), built key by key so that it matches
-that schema exactly instead of echoing values through.
-*/}}
-{{- define "checkpoint-runtime.runtimeConfig" -}}
-{{- $cp := .Values.checkpoint }}
-{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds }}
-{{- $election := dict "enabled" false }}
-{{- if include "checkpoint-runtime.kubernetesStore" . }}
-{{- $_ := set $store "namespace" (include "checkpoint-runtime.coordinationNamespace" .) }}
-{{- $_ := set $store "leaseName" (include "checkpoint-runtime.leaseName" .) }}
-{{- if $cp.legacyConfigMap }}
-{{- $_ := set $store "legacyConfigMap" $cp.legacyConfigMap }}
-{{- end }}
-{{- $le := $cp.leaderElection }}
-{{- $election = dict "enabled" true "leaseDurationSeconds" $le.leaseDurationSeconds "renewDeadlineSeconds" $le.renewDeadlineSeconds "retryPeriodSeconds" $le.retryPeriodSeconds }}
-{{- else }}
-{{- $_ := set $store "path" $cp.file.path }}
-{{- end }}
-{{- $sink := dict "kind" .Values.sink.kind }}
-{{- if eq .Values.sink.kind "file" }}
-{{- $_ := set $sink "path" .Values.sink.path }}
-{{- end }}
-{{- $config := dict "store" $store "leaderElection" $election "http" (dict "port" .Values.service.port "bindAddress" .Values.service.bindAddress) "sink" $sink "collectors" $cp.collectors }}
-{{- toPrettyJson $config }}
-{{- end }}
-
-{{/*
-Render-time value checks: rules JSON Schema cannot express (they compare two values). Each
-refusal starts with "checkpoint-runtime: invalid values:" and names the key path.
-
-Requests above limits would be rejected by the API server when the Deployment is created.
-Call with (list "<values path>" <resources>).
-*/}}
-{{- define "checkpoint-runtime.millicores" -}}
-{{- if hasSuffix "m" . }}{{ trimSuffix "m" . | float64 }}{{ else }}{{ mulf (float64 .) 1000 }}{{ end }}
-{{- end }}
-
-{{- define "checkpoint-runtime.bytes" -}}
-{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "k" 1000 "M" 1000000 "G" 1000000000 }}
-{{- $unit := regexFind "[A-Za-z]+$" . }}
-{{- mulf (trimSuffix $unit . | float64) (get $units $unit) }}
-{{- end }}
-
-{{- define "checkpoint-runtime.checkResources" -}}
-{{- $path := index . 0 }}
-{{- $resources := index . 1 }}
-{{- range $resource, $unit := dict "cpu" "checkpoint-runtime.millicores" "memory" "checkpoint-runtime.bytes" }}
-{{- $request := get $resources.requests $resource }}
-{{- $limit := get $resources.limits $resource }}
-{{- if gt (include $unit $request | float64) (include $unit $limit | float64) }}
-{{- fail (printf "checkpoint-runtime: invalid values: %s.requests.%s (%s) must not exceed %s.limits.%s (%s)" $path $resource $request $path $resource $limit) }}
-{{- end }}
-{{- end }}
-{{- end }}
-
-{{/*
-Two collectors with the same collector namespace would share one shard and overwrite
-each other's cursors; the runtime refuses that config at startup, the chart already at install.
-*/}}
-{{- define "checkpoint-runtime.checkCollectors" -}}
-{{- $owners := dict }}
-{{- range $index, $collector := .Values.checkpoint.collectors }}
-{{- $parts := list }}
-{{- if $collector.tailnet }}{{ $parts = append $parts $collector.tailnet }}{{ end }}
-{{- $parts = append $parts $collector.kind }}
-{{- if eq $collector.kind "objectstore" }}{{ $parts = append $parts $collector.feed }}{{ end }}
-{{- $namespace := join "/" $parts }}
-{{- if hasKey $owners $namespace }}
-{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.collectors[%d]: collector namespace %q is already used by checkpoint.collectors[%v] (two collectors would share one shard)" $index $namespace (get $owners $namespace)) }}
-{{- end }}
-{{- $_ := set $owners $namespace $index }}
-{{- end }}
 {{- end }}

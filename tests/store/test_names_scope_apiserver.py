@@ -11,6 +11,7 @@ grant (a list, a get or an update of an unrelated ConfigMap) comes back 403.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,17 +23,20 @@ from test_kubernetes_backend import record_requests, role_allows
 from checkpoint_runtime import inspection
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
     ConflictError,
     OversizeError,
     UnconfiguredShardError,
 )
+from checkpoint_runtime.gate.paths import CHART_DIR
 from checkpoint_runtime.legacy import encode_legacy
 from checkpoint_runtime.naming import shard_name
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store import Store
 from checkpoint_runtime.workload import FeedWorkload
+from checkpoint_testenv import helm
 
 pytestmark = pytest.mark.apiserver
 
@@ -200,3 +204,38 @@ def test_legacy_rows_of_unconfigured_collectors_are_refused_before_any_write(
     assert "nothing was migrated" in str(refused.value)
     assert kube.object_names() == []
     assert kube.legacy(LEGACY) == (value, {})
+
+
+def test_helm_upgrade_adding_a_collector_extends_the_pinned_names(
+    kube: KubeHarness, shards: list[str], control_plane: Any, tmp_path: Any
+) -> None:
+    """Before the upgrade the new collector's shard is out of the Role's reach (its get is
+    refused); `helm upgrade` with the collector added pins its name, and the store configured
+    with it then reads and writes it (the render tests show Helm applies the Role first)."""
+    added = "tn2/objectstore/feed-b"
+    with pytest.raises(ApiRefusedError) as before:
+        kube.backend().read_shard(added, Deadline(30))
+    assert before.value.status == 403
+
+    values = json.loads(json.dumps(VALUES))
+    values["checkpoint"]["collectors"].append(
+        {"kind": "objectstore", "tailnet": "tn2", "feed": "feed-b", "url": "file:///g"}
+    )
+    values_file = tmp_path / "upgrade-values.json"
+    values_file.write_text(json.dumps(values))
+    chart = str(CHART_DIR)
+    release = kube.release
+    helm.run(control_plane, "upgrade", release.name, chart, "--namespace", release.namespace,
+             "--values", str(values_file))  # fmt: skip
+
+    upgraded = runtime_settings.configured_shards(
+        runtime_settings.parse(
+            helm.read_rendered_config(control_plane, release.namespace, f"{kube.lease_name}-config")
+        )
+    )
+    assert upgraded is not None
+    assert sorted(upgraded) == sorted([*shards, added])
+    store = open_by_name(kube, upgraded, "a", 1)
+    store.batch({f"{added}/cursor": "first"})  # create
+    store.batch({f"{added}/cursor": "second"})  # update, by the pinned name
+    assert open_by_name(kube, upgraded, "b", 2).get(f"{added}/cursor") == "second"

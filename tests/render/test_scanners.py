@@ -19,7 +19,7 @@ import pytest
 from render_helpers import MATRIX, patched_chart
 
 from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.render import CliRenderer
+from checkpoint_runtime.gate.render import CliRenderer, RenderError
 from checkpoint_testenv import scanners
 from checkpoint_testenv.binaries import REPO_ROOT
 from checkpoint_testenv.scanners import Report
@@ -223,3 +223,13 @@ def test_checkov_runs_without_a_network(
     assert sorted(offline.suppressions, key=repr) == sorted(
         (s for s in online.suppressions if s.scanner == "checkov"), key=repr
     )
+
+
+def test_a_reason_checkov_cannot_read_is_refused_at_render(
+    helm: Path, chart_copy: Callable[[str, str, str], Path], tmp_path: Path
+) -> None:
+    """checkov splits a skip annotation on "=": a reason holding one would not be read."""
+    old = "through the API server"
+    chart = chart_copy("_scanners.tpl", old, "through the API server (verbs=get,update)")
+    with pytest.raises(RenderError, match='CKV_K8S_38 exception contains "="'):
+        render_into(tmp_path, CliRenderer(chart, helm), "equals", {})

@@ -60,6 +60,9 @@ Call with (list $ "runtime") for the Deployment or (list $ "test") for the `helm
 {{- $kubeScore = append $kubeScore (list "container-ephemeral-storage-request-and-limit" "the root filesystem is read-only and the pod mounts no volume: it writes nothing but its log") }}
 {{- end }}
 {{- range $index, $skip := $checkov }}
+{{- if contains "=" (index $skip 1) }}
+{{- fail (printf "checkpoint-runtime: the reason of the %s exception contains \"=\", which checkov cannot read" (index $skip 0)) }}
+{{- end }}
 checkov.io/skip{{ add1 $index }}: {{ printf "%s=%s" (index $skip 0) (index $skip 1) | quote }}
 {{- end }}
 {{- if $kubeScore }}

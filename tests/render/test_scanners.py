@@ -2,7 +2,8 @@
 
 Every render of the matrix (helm template, what users install) must be clean: each check a
 scanner fails is either fixed in the chart or suppressed by the manifest itself, in the
-annotation the scanner reads, with a reason, and listed with that reason in docs/scanners.md.
+annotation the scanner reads, with a reason, and listed with that reason in docs/scanners.md;
+and no exception is carried where nothing would fail.
 Broken copies of the chart prove that the scanners run and that the suppressions are the only
 thing standing between the chart and a finding.
 """
@@ -35,12 +36,17 @@ def case_name(matrix_name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def matrix_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+def matrix_folder(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("scanned-matrix")
     renderer = CliRenderer(CHART_DIR, helm)
     for name, values in MATRIX:
         render_release(folder, renderer, case_name(name), values)
-    return scan_folder(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def matrix_reports(matrix_folder: Path) -> dict[str, Report]:
+    return scan_folder(matrix_folder)
 
 
 @pytest.mark.parametrize("case", [case_name(name) for name, _ in MATRIX])
@@ -69,6 +75,26 @@ def test_every_exception_is_documented_and_every_documented_one_is_used(
     assert documented, f"no exceptions table found in {DOC}"
     assert used - documented.keys() == set(), f"suppressed but not listed in {DOC}"
     assert documented.keys() - used == set(), f"listed in {DOC} but never suppressed"
+
+
+# The annotation lines that carry the exceptions in a render.
+EXCEPTION_LINE = re.compile(r"^\s+(checkov\.io/skip\d+|kube-score/ignore): .*\n", re.M)
+
+
+def test_every_exception_is_needed(
+    matrix_folder: Path, matrix_reports: dict[str, Report], tmp_path: Path
+) -> None:
+    """The renders without their exception annotations fail exactly the suppressed checks on
+    exactly the suppressed objects: no exception is carried where nothing would fail."""
+    for path in matrix_folder.glob("*.yaml"):
+        stripped, count = EXCEPTION_LINE.subn("", path.read_text(encoding="utf-8"))
+        assert count > 0, path.name
+        (tmp_path / path.name).write_text(stripped, encoding="utf-8")
+    bare = scan_folder(tmp_path)
+    for name, report in matrix_reports.items():
+        suppressed = {(s.scanner, s.obj, s.check) for s in report.suppressions}
+        failed = {(f.scanner, f.obj, f.check) for f in bare[name].findings}
+        assert failed == suppressed, name
 
 
 def test_a_pinned_digest_and_pull_policy_always_need_no_exception(

@@ -135,6 +135,12 @@ render *ARGS:
 gate *ARGS: setup
     cd "{{ invocation_directory() }}" && "{{ bin }}/checkpoint-runtime" gate "$@"
 
+# run checkov and kube-score over the chart rendered with your values (-f FILE / --set ...) or --matrix; lists every exception with its reason, fails on anything unexplained
+[group('render')]
+[positional-arguments]
+scan *ARGS: setup testenv-build scanners-build
+    cd "{{ invocation_directory() }}" && "{{ py }}" "{{ justfile_directory() }}/scripts/scan.py" "$@"
+
 # build the wheel into dist/; the last line printed is that folder
 [group('build')]
 dist: setup

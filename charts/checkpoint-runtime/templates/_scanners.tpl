@@ -41,8 +41,9 @@ Call with (list $ "runtime") for the Deployment or (list $ "test") for the `helm
 {{- if $secretEnv }}
 {{- $checkov = append $checkov (list "CKV_K8S_35" "extraEnv or envFrom puts Secret values in the environment as asked: the S3 client reads its credentials from there (or from workload identity); mount the Secret with extraVolumes where a client reads files") }}
 {{- end }}
-{{- if not $values.podDisruptionBudget.enabled }}
-{{- $kubeScore = append $kubeScore (list "deployment-has-poddisruptionbudget" "podDisruptionBudget.enabled is false (the default, like every optional object): with the kubernetes store a standby replica takes over the Lease when the leader is evicted; enable it to bound voluntary disruptions") }}
+{{- /* kube-score asks for a budget only where two or more replicas run. */}}
+{{- if and (include "checkpoint-runtime.kubernetesStore" $root) (ge (int $values.replicaCount) 2) (not $values.podDisruptionBudget.enabled) }}
+{{- $kubeScore = append $kubeScore (list "deployment-has-poddisruptionbudget" "podDisruptionBudget.enabled is false (the default, like every optional object): a standby replica takes over the Lease when the leader is evicted; enable it to bound voluntary disruptions") }}
 {{- end }}
 {{- if not (include "checkpoint-runtime.kubernetesStore" $root) }}
 {{- $reason := "the file store has no leader election: exactly one writer, so one replica, replaced by Recreate and never two during a rollout" }}
@@ -60,6 +61,9 @@ Call with (list $ "runtime") for the Deployment or (list $ "test") for the `helm
 {{- $kubeScore = append $kubeScore (list "container-ephemeral-storage-request-and-limit" "the root filesystem is read-only and the pod mounts no volume: it writes nothing but its log") }}
 {{- end }}
 {{- range $index, $skip := $checkov }}
+{{- if contains "=" (index $skip 1) }}
+{{- fail (printf "checkpoint-runtime: the reason of the %s exception contains \"=\", which checkov cannot read" (index $skip 0)) }}
+{{- end }}
 checkov.io/skip{{ add1 $index }}: {{ printf "%s=%s" (index $skip 0) (index $skip 1) | quote }}
 {{- end }}
 {{- if $kubeScore }}

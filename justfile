@@ -83,7 +83,7 @@ fmt-check: setup
 [group('check')]
 gen-check: gen
     git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md \
-      policy/fixtures_test.rego src/checkpoint_runtime/gate/policy.wasm
+      policy/fixtures_test.rego src/checkpoint_gate/policy.wasm
 
 # format Python and this justfile
 [group('fmt')]
@@ -103,7 +103,7 @@ policy-check: setup policy-tools-build
     #!/usr/bin/env bash
     set -euo pipefail
     tools=$(scripts/testenv/build-policy-tools.sh | tail -1)
-    rego=(policy src/checkpoint_runtime/gate/entrypoint.rego)
+    rego=(policy src/checkpoint_gate/entrypoint.rego)
     "$tools/opa" fmt --list --fail "${rego[@]}"
     "$tools/opa" check --strict "${rego[@]}"
     "$tools/conftest" verify --no-color --policy policy

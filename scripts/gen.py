@@ -4,7 +4,7 @@
   stable formatting), so the chart ships exactly the schema the project reviews;
 - the values table of charts/checkpoint-runtime/README.md, from the schema's descriptions and
   the defaults in values.yaml, so the documentation cannot drift from the chart;
-- pluggable generators owned by other modules (the RBAC report of `checkpoint_runtime.gate`;
+- pluggable generators owned by other modules (the RBAC report of `checkpoint_gate`;
   the Rego unit tests' fixtures and the gate's Wasm policy module, built with the pinned OPA),
   called when they are installed.
 
@@ -36,7 +36,7 @@ GENERATED_NOTE = "Generated from schemas/values.schema.json by `just gen`; edit 
 
 # module -> function(root: Path) -> None; a generator whose module is absent is skipped.
 PLUGINS: tuple[tuple[str, str], ...] = (
-    ("checkpoint_runtime.gate.report", "write_rbac_report"),
+    ("checkpoint_gate.report", "write_rbac_report"),
     # policy/fixtures_test.rego from the default render, and the gate's compiled policy.wasm
     ("checkpoint_testenv.policytools", "write_policy_files"),
 )

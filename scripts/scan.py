@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
+from checkpoint_gate.render import CliRenderer, RenderError, load_values
 from checkpoint_runtime.errors import ValuesFileError
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
-from checkpoint_runtime.gate.render import CliRenderer, RenderError, load_values
 from checkpoint_testenv import binaries, scanners
 
 

@@ -47,18 +47,18 @@ COMMANDS: dict[str, Command] = {
         "run the collectors with checkpoints in the configured store",
     ),
     "inspect": Command(
-        "checkpoint_runtime.storecli", "per-shard sizes, ratio and headroom (never writes)"
+        "checkpoint_runtime.ops.commands", "per-shard sizes, ratio and headroom (never writes)"
     ),
     "project": Command(
-        "checkpoint_runtime.storecli",
+        "checkpoint_runtime.ops.commands",
         "project every shard's size from a config; non-zero if one cannot fit",
     ),
     "migrate": Command(
-        "checkpoint_runtime.storecli",
+        "checkpoint_runtime.ops.commands",
         "show or resolve the migration from the legacy single-ConfigMap checkpoint",
     ),
     "gate": Command(
-        "checkpoint_runtime.gate.cli",
+        "checkpoint_gate.cli",
         "render the chart with your values and run the policy gate",
         extra="gate",
     ),

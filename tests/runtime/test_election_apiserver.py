@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from checkpoint_runtime.leaderelection import (
+from checkpoint_runtime.election.elector import (
     ElectionThread,
     ElectionTimings,
     KubernetesLeaseLock,

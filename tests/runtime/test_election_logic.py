@@ -13,13 +13,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.leaderelection import (
+from checkpoint_runtime.election.elector import (
     ElectionTimings,
     LeaderElector,
     LeaseRecord,
     wire_time,
 )
+from checkpoint_runtime.errors import ConfigError
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.leaderelection import (
+from checkpoint_runtime.election.elector import (
     ElectionTimings,
     LeaderElector,
     LeadershipLostError,
@@ -19,7 +19,7 @@ from checkpoint_runtime.leaderelection import (
 )
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.process import LeaderGuardedMap
-from checkpoint_runtime.store import Debouncer, Store
+from checkpoint_runtime.store.core import Debouncer, Store
 
 
 def fetch(port: int, path: str) -> tuple[int, str]:

@@ -30,8 +30,8 @@ from runtime_harness import (
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
-from checkpoint_runtime.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release

@@ -14,7 +14,7 @@ from store_harness import LEGACY, Harness, KubeHarness, open_store, raw_shard
 
 from checkpoint_runtime import cli
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
 
 ROWS = {
     "tn/objectstore/feed/cursor": "c",

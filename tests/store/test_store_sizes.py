@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from store_harness import Harness, KubeHarness, open_store, raw_shard
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.base import ShardWrite
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import OversizeError
-from checkpoint_runtime.workload import CONFIGURATIONS, Configuration, FeedWorkload
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, Configuration, FeedWorkload
 
 OVERSIZE_SHARD = "tn/objectstore/huge"
 OVERSIZE_ROWS = 40_000  # UUID-named seen rows; ~31 compressed bytes each

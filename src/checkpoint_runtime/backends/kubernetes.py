@@ -7,7 +7,7 @@ Rules this module enforces:
   409 Conflict and AlreadyExists are told apart by the Status body's `reason`;
 - uncertain outcomes (5xx, 429, transport errors after sending) are resolved by reading the
   shard back and recognising our write id; an unchanged resourceVersion means nothing
-  committed and the identical write is sent again after a pause (checkpoint_runtime.retry:
+  committed and the identical write is sent again after a pause (checkpoint_runtime.backends.retry:
   jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
 - every request's timeout is bounded by the operation's remaining deadline.
@@ -25,6 +25,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_LEASE,
@@ -47,9 +48,8 @@ from checkpoint_runtime.errors import (
     OversizeError,
     WriteUncertainError,
 )
-from checkpoint_runtime.legacy import LegacyState
-from checkpoint_runtime.naming import label_selector, shard_labels, shard_name
-from checkpoint_runtime.retry import Backoff
+from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
 

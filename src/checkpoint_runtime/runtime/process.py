@@ -34,19 +34,19 @@ from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, check_url
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
-from checkpoint_runtime.errors import CheckpointError, ConfigError, WriteUncertainError
-from checkpoint_runtime.leaderelection import (
+from checkpoint_runtime.election.elector import (
     ElectionThread,
     KubernetesLeaseLock,
     LeaderElector,
     LeadershipLostError,
     default_identity,
 )
-from checkpoint_runtime.metrics import StoreMetrics
+from checkpoint_runtime.errors import CheckpointError, ConfigError, WriteUncertainError
 from checkpoint_runtime.runtime import credentials, logs, startup
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards, load_document
-from checkpoint_runtime.store import Debouncer, Store
+from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.metrics import StoreMetrics
 
 log = logging.getLogger("checkpoint_runtime.runtime")
 

@@ -14,7 +14,6 @@ import json
 import sys
 from typing import Any, NamedTuple
 
-from checkpoint_runtime import inspection, migration, projection
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
@@ -23,12 +22,14 @@ from checkpoint_runtime.constants import (
     DEFAULT_STORE_NAME,
     PROJECTION_SHAPE,
 )
-from checkpoint_runtime.coordination import Stamp
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
-from checkpoint_runtime.runtime import credentials
+from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.runtime import credentials, projection
 from checkpoint_runtime.runtime.settings import load_settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store import migration
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.fencing import Stamp
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
@@ -111,7 +112,10 @@ def _inspect(args: argparse.Namespace) -> int:
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
     store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
-    document = inspection.report(store)
+    configured = None
+    if args.config:  # mark the shards no collector of this config owns
+        configured = {collector.namespace for collector in load_settings(args.config).collectors}
+    document = inspection.report(store, configured)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
         names = backend.store_names(store.new_deadline())
@@ -121,13 +125,19 @@ def _inspect(args: argparse.Namespace) -> int:
         document["legacy"] = migration.status(store, legacy).__dict__ | {
             "state": migration.status(store, legacy).state
         }
-    text = inspection.table(document["shards"])
+    columns: tuple[tuple[str, str], ...] = inspection.COLUMNS
+    if configured is not None:
+        columns = (*columns, inspection.CONFIGURED_COLUMN)
+    text = inspection.table(document["shards"], columns)
     text += (
         f"\n{document['shard_count']} shard(s), {document['total_compressed_bytes']} bytes "
         f"stored, limit {document['limit_bytes']} bytes per shard ({document['store']})"
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
+    note = inspection.unconfigured_note(document)
+    if note:
+        text += f"\n{note}"
     _print(args, document, text)
     return EXIT_OK
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import LegacyConflictError
-from checkpoint_runtime.keys import shard_key
-from checkpoint_runtime.legacy import LegacyState, decode_legacy
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.format.legacy import LegacyState, decode_legacy
+from checkpoint_runtime.store.core import Store
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
@@ -34,7 +33,6 @@ from checkpoint_runtime.constants import (
     PERSIST_CONCURRENCY,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.coordination import Stamp, check_not_fenced
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ConflictError,
@@ -45,8 +43,10 @@ from checkpoint_runtime.errors import (
     UnencodableTextError,
     WriteUncertainError,
 )
-from checkpoint_runtime.keys import shard_key
-from checkpoint_runtime.metrics import StoreMetrics
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.store.fencing import Stamp, check_not_fenced
+from checkpoint_runtime.store.metrics import StoreMetrics
 
 
 @dataclass
@@ -170,7 +170,7 @@ class Store:
         store.load(deadline)
         if migrate:
             # Imported here: migration builds on Store, and open is its only entry point.
-            from checkpoint_runtime.migration import migrate_on_open
+            from checkpoint_runtime.store.migration import migrate_on_open
 
             migrate_on_open(store, deadline)
         return store

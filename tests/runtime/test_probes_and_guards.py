@@ -16,7 +16,8 @@ from checkpoint_runtime.election.lease_lock import LeaseRecord
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.process import LeaderGuardedMap
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 
 
 def fetch(port: int, path: str) -> tuple[int, str]:

@@ -45,7 +45,8 @@ from checkpoint_runtime.errors import CheckpointError, ConfigError, WriteUncerta
 from checkpoint_runtime.runtime import credentials, logs, startup
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards, load_document
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_runtime.store.metrics import StoreMetrics
 
 log = logging.getLogger("checkpoint_runtime.runtime")

@@ -47,7 +47,8 @@ from checkpoint_runtime.format.reference_rows import (
     FeedWorkload,
     rfc3339_ns,
 )
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane

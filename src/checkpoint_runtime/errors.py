@@ -200,6 +200,14 @@ class NoStoreError(CheckpointError):
         self.reason = reason
 
 
+class NoLegacyError(CheckpointError):
+    """A legacy resolution was asked for, but the store has no legacy checkpoint object."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"no legacy checkpoint found for {where}")
+        self.where = where
+
+
 class ValuesFileError(CheckpointError):
     """A Helm values file (or --set expression) cannot be read, parsed, or is not a mapping."""
 

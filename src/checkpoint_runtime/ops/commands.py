@@ -32,7 +32,6 @@ from checkpoint_runtime.runtime import credentials, projection
 from checkpoint_runtime.runtime.settings import load_settings
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
-from checkpoint_runtime.store.fencing import Stamp
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
@@ -179,9 +178,12 @@ def _migrate(args: argparse.Namespace) -> int:
         print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
         return EXIT_FAILED
     if args.from_legacy or args.keep_shards:
-        # An operator override: write under the newest epoch seen so no shard fences us.
+        # An operator override: write under the newest epoch seen so no shard fences us (a
+        # leader that stamps a newer epoch meanwhile still fences this write).
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
-        store.stamp = Stamp(newest, MIGRATE_WRITER)
+        store = Store.open(
+            backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+        )
         resolve = (
             migration.resolve_from_legacy if args.from_legacy else migration.resolve_keep_shards
         )
@@ -208,7 +210,7 @@ def _guarded(command: Any) -> Any:
         except ConfigError as error:
             print_error(error)
             return EXIT_USAGE
-        except (CheckpointError, ExceptionGroup, LookupError) as error:
+        except (CheckpointError, ExceptionGroup) as error:
             print_error(error)
             return EXIT_FAILED
 

@@ -36,11 +36,11 @@ from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import (
     ElectionThread,
-    KubernetesLeaseLock,
     LeaderElector,
     LeadershipLostError,
     default_identity,
 )
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConfigError,
@@ -51,7 +51,8 @@ from checkpoint_runtime.errors import (
 from checkpoint_runtime.runtime import credentials, logs, startup
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards, load_document
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_runtime.store.metrics import StoreMetrics
 
 log = logging.getLogger("checkpoint_runtime.runtime")

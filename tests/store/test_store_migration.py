@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from checkpoint_runtime.errors import (
     LegacyConflictError,
     LegacyFormatError,
 )
-from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.legacy import byte_digest, encode_legacy, legacy_digest
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
@@ -129,16 +130,54 @@ def test_legacy_changed_after_migration_is_refused_and_nothing_is_written(
 
 def drop_legacy_annotations(harness: Harness) -> None:
     """An old release that rewrites its ConfigMap from scratch loses our annotation."""
+    set_legacy_annotations(harness, {})
+
+
+def set_legacy_annotations(harness: Harness, annotations: dict[str, str]) -> None:
+    """Replace the legacy object's annotations, keeping its value."""
     if harness.kind == "file":
         from checkpoint_runtime.backends.file import write_legacy_file
 
         folder = harness.folder  # type: ignore[attr-defined]
-        write_legacy_file(folder, LEGACY, harness.legacy(LEGACY)[0], annotations={})
+        write_legacy_file(folder, LEGACY, harness.legacy(LEGACY)[0], annotations=annotations)
     else:
         admin, namespace = harness.admin, harness.namespace  # type: ignore[attr-defined]
         item = admin.read_namespaced_config_map(LEGACY, namespace)
-        item.metadata.annotations = {}
+        item.metadata.annotations = annotations
         admin.replace_namespaced_config_map(LEGACY, namespace, item)
+
+
+def test_a_legacy_value_reformatted_with_the_same_rows_is_not_an_edit(harness: Harness) -> None:
+    """An old release (or an operator's tool) rewrites the value with other key order, spacing
+    and escapes but the same rows: the content digest is unchanged, open succeeds, and nothing
+    is written."""
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)
+    reformatted = json.dumps(dict(reversed(list(ROWS.items()))), indent=2, ensure_ascii=False)
+    assert reformatted != encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, reformatted)
+    before = snapshot(harness), harness.legacy(LEGACY)
+
+    store = open_store(harness, legacy_name=LEGACY)
+
+    assert dict(store.items()) == ROWS
+    assert (snapshot(harness), harness.legacy(LEGACY)) == before
+    status = migration.status(store, store.backend.read_legacy(store.new_deadline()))  # type: ignore[arg-type]
+    assert status.state == "migrated"
+
+
+def test_a_migration_recorded_by_byte_digest_still_counts_as_done(harness: Harness) -> None:
+    """Releases before the content digest marked the legacy object with the digest of its exact
+    bytes; such a mark is recognised, not refused as a changed legacy."""
+    value = json.dumps(ROWS, indent=1)
+    harness.write_legacy(LEGACY, value)
+    open_store(harness, legacy_name=LEGACY)
+    set_legacy_annotations(harness, {ANNOTATION_MIGRATED: byte_digest(value)})
+
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+    harness.write_legacy(LEGACY, encode_legacy({**ROWS, "flowlogs/cursor": "edited"}))
+    with pytest.raises(LegacyConflictError):
+        open_store(harness, legacy_name=LEGACY)
 
 
 def test_legacy_appearing_beside_shards_not_from_it_is_refused(harness: Harness) -> None:

@@ -29,6 +29,11 @@ class LegacyState:
     def digest(self) -> str:
         return legacy_digest(self.value)
 
+    def matches(self, recorded: str | None) -> bool:
+        """Does a recorded digest name this value's content? Also accepts the digest of the
+        exact bytes, which releases before the content digest recorded."""
+        return recorded is not None and recorded in (self.digest, byte_digest(self.value))
+
     @property
     def migrated_digest(self) -> str | None:
         """The digest recorded when a migration completed, or None if it never did."""
@@ -36,8 +41,24 @@ class LegacyState:
 
 
 def legacy_digest(value: str) -> str:
-    """Digest of the exact stored value: any change by an old release changes it."""
-    return DIGEST_PREFIX + hashlib.sha256(value.encode("utf-8")).hexdigest()
+    """Digest of the value's content: SHA-256 of its canonical JSON (keys sorted, no spaces,
+    text as UTF-8, not escaped), so a value rewritten with the same rows but other formatting
+    (key order, spacing, escapes) keeps its digest, and any change of a key or value changes
+    it. A value that is not JSON is digested as its exact bytes."""
+    try:
+        content = json.loads(value)
+    except (ValueError, RecursionError):
+        return byte_digest(value)
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return DIGEST_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:  # a lone surrogate: refused when read, digested as written
+        return byte_digest(value)
+
+
+def byte_digest(value: str) -> str:
+    """Digest of the exact stored bytes (what releases before the content digest recorded)."""
+    return DIGEST_PREFIX + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def encode_legacy(rows: Mapping[str, str]) -> str:

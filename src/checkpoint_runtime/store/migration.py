@@ -3,8 +3,9 @@
 Order matters: every shard is written (each recording the legacy digest) and only when all are
 durable is the legacy object annotated; its data is never changed, so the old release can still
 open it after a rollback. An interrupted migration leaves the legacy object unmarked and resumes
-on the next open, skipping shards that already carry the same digest. A legacy value that differs
-from the one the shards came from is refused, with both digests named, until an operator
+on the next open, skipping shards that already carry the same digest. Digests are over the
+legacy value's content (canonical JSON), so reformatting it is not a change. A legacy value that
+differs from the one the shards came from is refused, with both digests named, until an operator
 resolves it (`checkpoint-runtime migrate`).
 """
 
@@ -19,7 +20,7 @@ from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import LegacyConflictError, NoLegacyError
 from checkpoint_runtime.format.keys import shard_key
-from checkpoint_runtime.format.legacy import LegacyState, decode_legacy
+from checkpoint_runtime.format.legacy import LegacyState, byte_digest, decode_legacy
 from checkpoint_runtime.store.shard_state import ShardState
 
 
@@ -45,6 +46,9 @@ class LegacyStatus:
 
     name: str
     digest: str
+    """Digest of the legacy value's content (canonical JSON)."""
+    bytes_digest: str
+    """Digest of its exact bytes, which releases before the content digest recorded."""
     migrated_digest: str | None
     rows: int
     shards_from_legacy: dict[str, str | None]
@@ -52,11 +56,12 @@ class LegacyStatus:
 
     @property
     def state(self) -> str:
-        if self.migrated_digest == self.digest:
+        same = (self.digest, self.bytes_digest)
+        if self.migrated_digest in same:
             return "migrated"
         if self.migrated_digest is not None:
             return "legacy-changed-after-migration"
-        if any(d not in (None, self.digest) for d in self.shards_from_legacy.values()):
+        if any(d not in (None, *same) for d in self.shards_from_legacy.values()):
             return "legacy-changed-after-migration"
         if any(d is None for d in self.shards_from_legacy.values()):
             return "shards-not-from-legacy"
@@ -76,6 +81,7 @@ def status(store: MigrationTarget, legacy: LegacyState) -> LegacyStatus:
     return LegacyStatus(
         name=legacy.name,
         digest=legacy.digest,
+        bytes_digest=byte_digest(legacy.value),
         migrated_digest=legacy.migrated_digest,
         rows=sum(len(rows) for rows in legacy_shards(legacy).values()),
         shards_from_legacy={
@@ -91,7 +97,7 @@ def migrate_on_open(store: MigrationTarget, deadline: Deadline) -> None:
         return
     digest = legacy.digest
     if legacy.migrated_digest is not None:
-        if legacy.migrated_digest != digest:
+        if not legacy.matches(legacy.migrated_digest):
             raise LegacyConflictError(
                 legacy.name,
                 digest,
@@ -110,7 +116,7 @@ def migrate_on_open(store: MigrationTarget, deadline: Deadline) -> None:
     )
     stored = {k: s for k, s in store.shard_states().items() if s.version is not None}
     for key, state in sorted(stored.items()):
-        if state.legacy_digest != digest:
+        if not legacy.matches(state.legacy_digest):
             raise LegacyConflictError(
                 legacy.name,
                 digest,

@@ -36,6 +36,8 @@ ANNOTATION_EPOCH: Final = f"{LABEL_PREFIX}/epoch"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"
+# beside it: the stores (Lease names, comma-separated) that took over the marked legacy value
+ANNOTATION_MIGRATED_BY: Final = f"{LABEL_PREFIX}/migrated-by"
 
 # one shared deadline covers a whole open, batch, debounced persist or flush.
 DEFAULT_DEADLINE_SECONDS: Final = 30.0

@@ -154,6 +154,26 @@ class LegacyConflictError(CheckpointError):
         self.detail = detail
 
 
+class LegacyMigratedElsewhereError(CheckpointError):
+    """The legacy value was migrated by other stores (other Lease names), not by this one:
+    opening would start empty beside checkpoints that exist. Open refuses and writes nothing."""
+
+    def __init__(self, legacy_name: str, store: str, migrated_by: list[str], rows: int) -> None:
+        by = ", ".join(repr(name) for name in migrated_by) or "a store that did not record its name"
+        super().__init__(
+            f"legacy checkpoint {legacy_name!r} was migrated by store {by}, not by this store "
+            f"{store!r}, which holds none of its {rows} rows: opening would start empty. "
+            "Nothing was written. To continue that store's checkpoints, use its Lease name "
+            "(store.leaseName; the chart's is <release>-checkpoint-runtime); to copy the legacy "
+            "rows into this store, run `checkpoint-runtime migrate --from-legacy`; to start "
+            "empty on purpose, run `checkpoint-runtime migrate --start-empty`"
+        )
+        self.legacy_name = legacy_name
+        self.store = store
+        self.migrated_by = migrated_by
+        self.rows = rows
+
+
 class UnconfiguredShardError(CheckpointError):
     """A store that discovers its shards by name was asked to hold a shard it was not given."""
 
@@ -251,6 +271,7 @@ __all__ = [
     "KeyGrammarError",
     "LegacyConflictError",
     "LegacyFormatError",
+    "LegacyMigratedElsewhereError",
     "MissingExtraError",
     "NoStoreError",
     "OversizeError",

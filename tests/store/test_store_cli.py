@@ -15,7 +15,11 @@ from prometheus_client import generate_latest
 from store_harness import LEGACY, Harness, KubeHarness, open_store, raw_shard
 
 from checkpoint_runtime import cli
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.constants import (
+    ANNOTATION_MIGRATED,
+    ANNOTATION_MIGRATED_BY,
+    CONFIGMAP_VALUE_LIMIT,
+)
 from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
 
 ROWS = {
@@ -118,7 +122,10 @@ def test_migrate_command_reports_and_resolves_a_changed_legacy(
     code, out = run(capsys, "migrate", *where, "--from-legacy", "--json")
     assert code == 0
     assert json.loads(out)["state"] == "migrated"
-    assert harness.legacy(LEGACY) == (changed, {ANNOTATION_MIGRATED: legacy_digest(changed)})
+    assert harness.legacy(LEGACY) == (
+        changed,
+        {ANNOTATION_MIGRATED: legacy_digest(changed), ANNOTATION_MIGRATED_BY: harness.lease_name},
+    )
     assert open_store(harness, legacy_name=LEGACY).get("tn/flowlogs/cursor") == "legacy wins"
 
 
@@ -176,3 +183,27 @@ def test_a_failed_persist_prints_every_shard_its_cause_and_the_http_status(
         assert 'cannot create resource "configmaps"' in line
     assert kube.object_names() == []
     assert ANNOTATION_MIGRATED not in kube.legacy(LEGACY)[1]
+
+
+def test_migrate_start_empty_lets_a_second_store_open_beside_a_migrated_legacy(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reinstall under another release name (another Lease name) over a legacy value the first
+    store migrated: `migrate` says so, and `--start-empty` is the explicit way to open empty."""
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)
+    where = store_arguments(harness, tmp_path)
+    where[where.index("--lease-name") + 1] = "reinstalled"
+    where += ["--legacy-name", LEGACY]
+
+    code, out = run(capsys, "migrate", *where, "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert (document["state"], document["migrated_by"]) == (
+        "migrated-by-another-store",
+        [harness.lease_name],
+    )
+    code, out = run(capsys, "migrate", *where, "--start-empty", "--json")
+    assert code == 0
+    assert json.loads(out)["state"] == "migrated"
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == f"{harness.lease_name},reinstalled"

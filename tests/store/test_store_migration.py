@@ -9,17 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_harness import LEGACY, FileHarness, Harness, RawObject, open_store
+from store_harness import LEGACY, FileHarness, Harness, KubeHarness, RawObject, open_store
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
-from checkpoint_runtime.constants import ANNOTATION_LEGACY_DIGEST, ANNOTATION_MIGRATED
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.constants import (
+    ANNOTATION_LEGACY_DIGEST,
+    ANNOTATION_MIGRATED,
+    ANNOTATION_MIGRATED_BY,
+)
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     CheckpointError,
+    ConfigError,
     ConflictError,
     KeyGrammarError,
     LegacyConflictError,
     LegacyFormatError,
+    LegacyMigratedElsewhereError,
 )
 from checkpoint_runtime.format.legacy import byte_digest, encode_legacy, legacy_digest
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS
@@ -102,7 +110,10 @@ def test_interrupted_migration_resumes_on_the_next_open(
     assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]  # never mistaken for complete
     store = open_store(harness, legacy_name=LEGACY)
     assert dict(store.items()) == ROWS
-    assert harness.legacy(LEGACY) == (value, {ANNOTATION_MIGRATED: legacy_digest(value)})
+    assert harness.legacy(LEGACY) == (
+        value,
+        {ANNOTATION_MIGRATED: legacy_digest(value), ANNOTATION_MIGRATED_BY: harness.lease_name},
+    )
 
 
 @pytest.mark.parametrize("old_release_keeps_annotations", [True, False])
@@ -244,4 +255,79 @@ def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_before_any_write(
     assert isinstance(error, OversizeError)
     assert error.shard == "tailnet-1/objectstore/huge"
     assert harness.object_names() == []  # not even the shards that would fit
+    assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]
+
+
+def second_store(harness: Harness, lease: str = "reinstalled") -> Backend:
+    """A store under another Lease name (a reinstall under another release name), in the same
+    place, configured with the same legacy object."""
+    if isinstance(harness, FileHarness):
+        return FileBackend(harness.folder, lease, LEGACY)
+    kube: KubeHarness = harness  # type: ignore[assignment]
+    backend = KubernetesBackend(kube.release.configuration(), kube.namespace, lease, LEGACY)
+    kube.backends.append(backend)
+    return backend
+
+
+def test_a_second_store_over_a_legacy_another_store_migrated_refuses_to_start_empty(
+    harness: Harness,
+) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)  # the first store migrates and is named in the mark
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == harness.lease_name
+    before = snapshot(harness), harness.legacy(LEGACY)
+
+    with pytest.raises(LegacyMigratedElsewhereError) as raised:
+        Store.open(second_store(harness), writer="w", epoch=1)
+
+    error = raised.value
+    assert (error.store, error.migrated_by, error.rows) == (
+        "reinstalled",
+        [harness.lease_name],
+        len(ROWS),
+    )
+    assert repr(harness.lease_name) in str(error)
+    assert "--start-empty" in str(error)
+    assert (snapshot(harness), harness.legacy(LEGACY)) == before  # nothing written
+
+    # The explicit choice: start empty. The first store keeps its rows and still opens.
+    plain = Store.open(second_store(harness), writer="w", epoch=1, migrate=False)
+    migration.resolve_start_empty(plain, plain.new_deadline())
+    assert Store.open(second_store(harness), writer="w", epoch=1).items() == []
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == f"{harness.lease_name},reinstalled"
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+
+
+def test_a_second_store_can_copy_the_legacy_rows_instead(harness: Harness) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)
+
+    plain = Store.open(second_store(harness), writer="w", epoch=1, migrate=False)
+    migration.resolve_from_legacy(plain, plain.new_deadline())
+
+    assert dict(Store.open(second_store(harness), writer="w", epoch=1).items()) == ROWS
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == f"{harness.lease_name},reinstalled"
+
+
+def test_a_mark_without_store_names_is_judged_by_the_shards_that_came_from_it(
+    harness: Harness,
+) -> None:
+    """Earlier releases marked the legacy object without naming the store: the store whose
+    shards came from that value opens; any other store is refused."""
+    value = encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, value)
+    open_store(harness, legacy_name=LEGACY)
+    set_legacy_annotations(harness, {ANNOTATION_MIGRATED: legacy_digest(value)})
+
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+    with pytest.raises(LegacyMigratedElsewhereError, match="did not record its name"):
+        Store.open(second_store(harness), writer="w", epoch=1)
+
+
+def test_start_empty_is_refused_for_a_legacy_no_store_migrated(harness: Harness) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    plain = open_store(harness, legacy_name=LEGACY, migrate=False)
+    with pytest.raises(ConfigError, match="not marked as migrated"):
+        migration.resolve_start_empty(plain, plain.new_deadline())
     assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]

@@ -29,7 +29,6 @@ from kubernetes.client.exceptions import ApiException
 from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
-    ANNOTATION_MIGRATED,
     ANNOTATION_ROWS,
     ANNOTATION_WRITE_ID,
     COMPONENT_SHARD,
@@ -48,7 +47,7 @@ from checkpoint_runtime.errors import (
     OversizeError,
     WriteUncertainError,
 )
-from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
@@ -364,11 +363,12 @@ class KubernetesBackend:
             if item is None:
                 raise ConflictError(legacy.name, "legacy checkpoint disappeared")
             annotations = item.metadata.annotations or {}
-            if annotations.get(ANNOTATION_MIGRATED) == digest:
+            wanted = marked(annotations, digest, self.lease_name)
+            if wanted == annotations:  # already marked, by this store too
                 return
             if item.metadata.resource_version != legacy.version:
                 raise ConflictError(legacy.name, "legacy checkpoint changed since it was read")
-            item.metadata.annotations = {**annotations, ANNOTATION_MIGRATED: digest}
+            item.metadata.annotations = wanted
             timeout = self._timeout(deadline, "marking the legacy checkpoint")
             try:
                 self.core.replace_namespaced_config_map(

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, DIGEST_PREFIX
+from checkpoint_runtime.constants import ANNOTATION_MIGRATED, ANNOTATION_MIGRATED_BY, DIGEST_PREFIX
 from checkpoint_runtime.errors import LegacyFormatError
 
 
@@ -38,6 +38,24 @@ class LegacyState:
     def migrated_digest(self) -> str | None:
         """The digest recorded when a migration completed, or None if it never did."""
         return self.annotations.get(ANNOTATION_MIGRATED)
+
+    @property
+    def migrated_by(self) -> tuple[str, ...]:
+        """The stores (Lease names) that took over the marked value: migrated it, or chose to
+        start without it. Empty for a mark of a release that did not record them."""
+        return tuple(n for n in self.annotations.get(ANNOTATION_MIGRATED_BY, "").split(",") if n)
+
+
+def marked(annotations: Mapping[str, str], digest: str, store: str) -> dict[str, str]:
+    """The legacy object's annotations once `store` has taken over the value of `digest`: the
+    stores already recorded for that same digest stay; a new digest starts the list afresh."""
+    same = annotations.get(ANNOTATION_MIGRATED) == digest
+    stores = annotations.get(ANNOTATION_MIGRATED_BY, "").split(",") if same else []
+    return {
+        **annotations,
+        ANNOTATION_MIGRATED: digest,
+        ANNOTATION_MIGRATED_BY: ",".join(sorted({*filter(None, stores), store})),
+    }
 
 
 def legacy_digest(value: str) -> str:

@@ -177,7 +177,7 @@ def _migrate(args: argparse.Namespace) -> int:
     if legacy is None:
         print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
         return EXIT_FAILED
-    if args.from_legacy or args.keep_shards:
+    if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
         # leader that stamps a newer epoch meanwhile still fences this write).
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
@@ -185,7 +185,11 @@ def _migrate(args: argparse.Namespace) -> int:
             backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
         )
         resolve = (
-            migration.resolve_from_legacy if args.from_legacy else migration.resolve_keep_shards
+            migration.resolve_from_legacy
+            if args.from_legacy
+            else migration.resolve_keep_shards
+            if args.keep_shards
+            else migration.resolve_start_empty
         )
         resolve(store, store.new_deadline())
         store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
@@ -195,7 +199,9 @@ def _migrate(args: argparse.Namespace) -> int:
     document = {**status.__dict__, "state": status.state}
     text = (
         f"legacy {status.name}: {status.state}\n  digest now      {status.digest}\n"
-        f"  migrated digest {status.migrated_digest}\n  legacy rows     {status.rows}\n"
+        f"  migrated digest {status.migrated_digest}\n"
+        f"  migrated by     {', '.join(status.migrated_by) or '-'}\n"
+        f"  legacy rows     {status.rows}\n"
         + "\n".join(f"  shard {k}: from {v}" for k, v in sorted(status.shards_from_legacy.items()))
     )
     _print(args, document, text)
@@ -246,6 +252,12 @@ def register(subparsers: Any) -> None:
         "--keep-shards",
         action="store_true",
         help="shards win: mark the current legacy value as superseded; shards stay as they are",
+    )
+    choice.add_argument(
+        "--start-empty",
+        action="store_true",
+        help="this store starts without the rows of a legacy value another store (another "
+        "Lease name) migrated: record it in the legacy mark; nothing else is written",
     )
     migrate.add_argument("--json", action="store_true", help="print JSON instead of text")
     migrate.set_defaults(func=_guarded(_migrate))

@@ -128,6 +128,9 @@ RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
 # scales linearly beyond (compressed size grows linearly in rows); the representative workload
 # is the high-entropy UUID shape, the conservative one.
 PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
+# the projection's advice (`project` MAX_ROWS, the refusal's "at most N") leaves this fraction
+# of the ConfigMap limit free
+PROJECTION_ADVICE_HEADROOM: Final = 0.05
 PROJECTION_SHAPE: Final = "uuid"
 PROJECTION_GAP_ROWS: Final = 16
 

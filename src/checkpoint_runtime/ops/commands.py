@@ -21,8 +21,10 @@ from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
+    CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.deadline import Deadline
@@ -162,7 +164,16 @@ def _project(args: argparse.Namespace) -> int:
     text = inspection.table(
         [{**row, "max_rows": row["max_rows"] or "-"} for row in rows], PROJECTION_COLUMNS
     )
-    _print(args, {"shape": args.shape, "shards": rows}, text)
+    note = (
+        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of the "
+        f"{CONFIGMAP_VALUE_LIMIT}-byte limit free"
+    )
+    document = {
+        "shape": args.shape,
+        "max_rows_headroom_ratio": PROJECTION_ADVICE_HEADROOM,
+        "shards": rows,
+    }
+    _print(args, document, f"{text}\n{note}")
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)

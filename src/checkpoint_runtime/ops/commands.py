@@ -4,7 +4,9 @@ Each selects a store like the runtime does: from a runtime config (`--config`), 
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
 `inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
 one store it finds there (and lists them when there are several, or says there is none).
-Errors are one line, `error: <ErrorName>: message`: exit 2 for a configuration to fix, 1 else.
+Errors are `error: <ErrorName>: message`, and after a group of errors (a persist of several
+shards) one indented line per grouped error with its shard and cause (an API refusal with its
+HTTP status): exit 2 for a configuration to fix, 1 else.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, NamedTuple
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
@@ -205,10 +208,10 @@ def _guarded(command: Any) -> Any:
             code: int = command(args)
             return code
         except ConfigError as error:
-            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+            print_error(error)
             return EXIT_USAGE
         except (CheckpointError, ExceptionGroup) as error:
-            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+            print_error(error)
             return EXIT_FAILED
 
     return run

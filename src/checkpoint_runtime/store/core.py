@@ -294,26 +294,29 @@ class Store:
         pool; the writes are I/O), every failure collected into one ExceptionGroup."""
         ordered = sorted(set(keys))
         started = time.perf_counter()
-        errors: list[Exception] = []
+        errors: dict[str, Exception] = {}
         if len(ordered) <= 1:
             for key in ordered:
                 try:
                     self._persist_locked(key, deadline)
                 except Exception as failure:
-                    errors.append(failure)
+                    errors[key] = failure
         else:
             workers = min(PERSIST_CONCURRENCY, len(ordered))
             with ThreadPoolExecutor(workers, thread_name_prefix="checkpoint-persist") as pool:
-                futures = [pool.submit(self._persist_locked, key, deadline) for key in ordered]
-            for future in futures:  # every shard is attempted; failures are collected
+                futures = {key: pool.submit(self._persist_locked, key, deadline) for key in ordered}
+            for key, future in futures.items():  # every shard is attempted; failures collected
                 error = future.exception()
                 if isinstance(error, Exception):
-                    errors.append(error)
+                    errors[key] = error
                 elif error is not None:
                     raise error
         self.metrics.persist_seconds.observe(time.perf_counter() - started)
         if errors:
-            raise ExceptionGroup(f"{len(errors)} shard(s) failed to persist", errors)
+            raise ExceptionGroup(
+                f"{len(errors)} of {len(ordered)} shard(s) failed to persist ({', '.join(errors)})",
+                list(errors.values()),
+            )
 
     def _write_lock(self, key: str) -> threading.Lock:
         with self._lock:

@@ -8,10 +8,12 @@ one kind of object. If a policy rule is removed or weakened, its variant here fa
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from checkpoint_runtime.gate.engine import Level, PolicyEngine
 from checkpoint_runtime.gate.render import SdkRenderer
@@ -26,6 +28,11 @@ SERVICE_ACCOUNT = (
 VOLUMES = "      volumes:\n"
 IMAGE = 'image: {{ include "checkpoint-runtime.image" . | quote }}'
 RESOURCES = "          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n"
+API_SERVER_PEERS = (
+    "    - to:\n        {{- range $egress.apiServer.cidrs }}\n        - ipBlock:\n"
+    "            cidr: {{ . | quote }}\n        {{- end }}\n      ports:\n"
+)
+RESTRICTED_EGRESS = Path(__file__).resolve().parents[2] / "ci" / "restricted-egress-values.yaml"
 LIVENESS = (
     "          livenessProbe:\n            httpGet:\n              path: /healthz\n"
     "              port: http\n            {{- toYaml .Values.probes.liveness | nindent 12 }}\n"
@@ -39,6 +46,8 @@ class Broken:
     new: str
     rule: str
     kind: str
+    # Values that make the broken object render (optional objects are off by default).
+    values: dict[str, Any] = field(default_factory=dict)
 
 
 VARIANTS: dict[str, Broken] = {
@@ -200,6 +209,14 @@ VARIANTS: dict[str, Broken] = {
         "HYG-20",
         "Deployment",
     ),
+    "egress-rule-to-every-address": Broken(
+        "networkpolicy.yaml",
+        API_SERVER_PEERS,
+        "    - ports:\n",
+        "HYG-22",
+        "NetworkPolicy",
+        yaml.safe_load(RESTRICTED_EGRESS.read_text(encoding="utf-8")),
+    ),
     "test-pod-without-delete-policy": Broken(
         "tests/test-healthz.yaml",
         "    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded\n",
@@ -219,7 +236,7 @@ def test_broken_chart_is_denied(
 ) -> None:
     broken = VARIANTS[variant]
     chart = chart_copy(broken.template, broken.old, broken.new)
-    manifests = SdkRenderer(chart).render({})
+    manifests = SdkRenderer(chart).render(broken.values)
     denied = {
         (verdict.rule, verdict.kind)
         for verdict in engine.evaluate(manifests)

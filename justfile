@@ -53,9 +53,14 @@ policy-tools-build:
 s3-build:
     scripts/testenv/build-s3.sh >&2
 
+# install the manifest scanners the render tests run (checkov in a virtualenv of its own, kube-score from its pinned Go module) into the cache (idempotent; the first install takes ~3 min)
+[group('setup')]
+scanners-build:
+    scripts/testenv/build-scanners.sh >&2
+
 # the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup system testenv-build testenv-node-build image policy-tools-build s3-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]

@@ -171,6 +171,13 @@ fixture_deployment := {
 	"apiVersion": "apps/v1",
 	"kind": "Deployment",
 	"metadata": {
+		"annotations": {
+			"checkov.io/skip1": "CKV_K8S_43=the image is pinned by tag only: the chart cannot know the digest of the image you build; set image.digest to pin it by content",
+			"checkov.io/skip2": "CKV_K8S_15=imagePullPolicy IfNotPresent with a pinned tag: Always would need the registry at every pod start and fails for images preloaded onto nodes; set image.pullPolicy to Always to re-check pull secrets on every start",
+			"checkov.io/skip3": "CKV_K8S_38=the kubernetes store reads and writes its shards and its Lease through the API server",
+			"checkov.io/skip4": "CKV2_K8S_6=networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom",
+			"kube-score/ignore": "container-image-pull-policy,pod-networkpolicy,deployment-has-poddisruptionbudget,container-ephemeral-storage-request-and-limit",
+		},
 		"labels": {
 			"app.kubernetes.io/component": "runtime",
 			"app.kubernetes.io/instance": "cr",
@@ -354,8 +361,14 @@ fixture_test_pod := {
 	"kind": "Pod",
 	"metadata": {
 		"annotations": {
+			"checkov.io/skip1": "CKV_K8S_43=the image is pinned by tag only: the chart cannot know the digest of the image you build; set image.digest to pin it by content",
+			"checkov.io/skip2": "CKV_K8S_15=imagePullPolicy IfNotPresent with a pinned tag: Always would need the registry at every pod start and fails for images preloaded onto nodes; set image.pullPolicy to Always to re-check pull secrets on every start",
+			"checkov.io/skip3": "CKV_K8S_8=the helm test pod sends one request and exits: there is no long-running process to probe",
+			"checkov.io/skip4": "CKV_K8S_9=the helm test pod sends one request and exits: there is no long-running process to probe",
+			"checkov.io/skip5": "CKV2_K8S_6=the helm test pod serves nothing and exists only while helm test runs",
 			"helm.sh/hook": "test",
 			"helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+			"kube-score/ignore": "container-image-pull-policy,pod-networkpolicy,container-ephemeral-storage-request-and-limit",
 		},
 		"labels": {
 			"app.kubernetes.io/component": "test",

@@ -22,7 +22,11 @@ pinned("") := ""
 
 pinned(name) := concat("", ["/", name]) if name != ""
 
-resource_names(rule) := object.get(rule, "resourceNames", [])
+# A null resourceNames (`resourceNames:` with nothing after it) is empty to the API server: every name.
+resource_names(rule) := names if {
+	names := object.get(rule, "resourceNames", [])
+	is_array(names)
+} else := []
 
 names_or_any(rule) := resource_names(rule) if count(resource_names(rule)) > 0
 
@@ -36,17 +40,91 @@ role_permissions(role) := {permission(group, resource, verb, name) |
 	some name in names_or_any(rule)
 }
 
-# Exactly the store's permissions (docs/rbac.md): configmaps get/list/update/create unpinned (create cannot be scoped by name,
-# list by name needs a field selector discovery does not have); leases get/update pinned to the
-# Lease name; leases create unpinned (create cannot be scoped by name).
-expected_permissions(lease) := {
+# Exactly the store's permissions (docs/rbac.md), for the Role's scope (the chart's rbac.scope):
+# - namespace: configmaps get/list/update/create unpinned (create cannot be scoped by name, list
+#   by name needs a field selector discovery does not have);
+# - names: configmaps get/update pinned to the store's ConfigMap names, create unpinned, no list.
+# Both: leases get/update pinned to the Lease name; leases create unpinned.
+expected_permissions(role) := configmap_permissions(role) | lease_permissions(expected_lease(role))
+
+lease_permissions(lease) := {
+	permission("coordination.k8s.io", "leases", "get", lease),
+	permission("coordination.k8s.io", "leases", "update", lease),
+	permission("coordination.k8s.io", "leases", "create", ""),
+}
+
+configmap_permissions(role) := {
 	permission("", "configmaps", "get", ""),
 	permission("", "configmaps", "list", ""),
 	permission("", "configmaps", "update", ""),
 	permission("", "configmaps", "create", ""),
-	permission("coordination.k8s.io", "leases", "get", lease),
-	permission("coordination.k8s.io", "leases", "update", lease),
-	permission("coordination.k8s.io", "leases", "create", ""),
+} if {
+	not names_scope(role)
+}
+
+configmap_permissions(role) := {permission("", "configmaps", "create", "")} | {permission("", "configmaps", verb, name) |
+	some verb in ["get", "update"]
+	some name in expected_configmap_names(role)
+} if {
+	names_scope(role)
+}
+
+# --- the names scope ----------------------------------------------------------------------------
+
+# The store's discovery mode in config.json (store.discovery): "names" with the names scope.
+config_discovery := {object.get(config, ["store", "discovery"], "labels") | some config in runtime_configs}
+
+pinned_configmap_names(role) := {name |
+	some rule in object.get(role, "rules", [])
+	"configmaps" in object.get(rule, "resources", [])
+	some name in resource_names(rule)
+}
+
+# Seen whole, config.json says which scope the Role must have; alone, a Role without an unpinned
+# ConfigMap list is held to the names scope (list is what only the namespace scope grants).
+names_scope(_) if "names" in config_discovery
+
+names_scope(role) if {
+	count(config_discovery) == 0
+	not permission("", "configmaps", "list", "") in role_permissions(role)
+}
+
+# The names the Role must pin: derived from config.json exactly as the runtime derives them when
+# the release is seen whole, otherwise the names the Role itself pins.
+expected_configmap_names(role) := names if {
+	count(runtime_configs) == 1
+	some config in runtime_configs
+	names := store_configmap_names(config)
+} else := pinned_configmap_names(role)
+
+store_configmap_names(config) := {shard_name(lease, collector_namespace(collector)) |
+	lease := object.get(config, ["store", "leaseName"], "")
+	some collector in object.get(config, "collectors", [])
+} | {legacy |
+	legacy := object.get(config, ["store", "legacyConfigMap"], "")
+	legacy != ""
+}
+
+# A collector's shard key: [<tailnet>/]flowlogs or [<tailnet>/]objectstore/<feed>.
+collector_namespace(collector) := concat("/", [part |
+	some part in [object.get(collector, "tailnet", ""), collector.kind, feed_of(collector)]
+	part != ""
+])
+
+feed_of(collector) := object.get(collector, "feed", "") if collector.kind == "objectstore"
+
+feed_of(collector) := "" if collector.kind != "objectstore"
+
+# The runtime's shard_name: a readable prefix from the Lease name, the shard key with "/" as "."
+# (at most 80 characters) and 16 hex digits of sha256("<lease>\0<shard key>"), within the 253
+# characters of a DNS-1123 subdomain.
+shard_name(lease, shard) := name if {
+	readable := substring(trim(regex.replace(replace(lower(shard), "/", "."), `[^a-z0-9.-]+`, "-"), "-."), 0, 80)
+	digest := substring(crypto.sha256(concat("\u0000", [lease, shard])), 0, 16)
+	room := max([((253 - count(digest)) - count(readable)) - 2, 0])
+	prefix := trim(substring(regex.replace(lower(lease), `[^a-z0-9.-]+`, "-"), 0, room), "-.")
+	joined := concat("-", [part | some part in [prefix, readable, digest]; part != ""])
+	name := regex.replace(joined, `[-.]{2,}`, "-")
 }
 
 config_lease_names := {name |
@@ -123,7 +201,7 @@ deny contains msg if {
 deny contains msg if {
 	some role in objects_of_kind("Role")
 	actual := role_permissions(role)
-	want := expected_permissions(expected_lease(role))
+	want := expected_permissions(role)
 	extra := actual - want
 	missing := want - actual
 	count(extra) + count(missing) > 0

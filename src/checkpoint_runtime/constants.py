@@ -50,6 +50,11 @@ LEASE_DURATION_SECONDS: Final = 15.0
 RENEW_DEADLINE_SECONDS: Final = 10.0
 RETRY_PERIOD_SECONDS: Final = 2.0
 
+# how the kubernetes backend finds a store's shards on open (runtime config store.discovery):
+# list them by label, or get each configured collector's shard by name (a name-pinned Role).
+DISCOVERY_LABELS: Final = "labels"
+DISCOVERY_NAMES: Final = "names"
+
 # what discovery needs besides the keys above.
 ANNOTATION_LEASE: Final = f"{LABEL_PREFIX}/lease"
 SHARD_NAME_HASH_CHARS: Final = 16

@@ -135,6 +135,19 @@ class LegacyConflictError(CheckpointError):
         self.detail = detail
 
 
+class UnconfiguredShardError(CheckpointError):
+    """A store that discovers its shards by name was asked to hold a shard it was not given."""
+
+    def __init__(self, shards: list[str], detail: str) -> None:
+        super().__init__(
+            f"collector namespace(s) {', '.join(repr(s) for s in shards)} are not among the "
+            f"store's configured shards (it discovers its shards by name, so it can read no "
+            f"other): {detail}"
+        )
+        self.shards = shards
+        self.detail = detail
+
+
 class MissingExtraError(ConfigError):
     """A config or a command needs an optional part of the package (an extra) not installed."""
 

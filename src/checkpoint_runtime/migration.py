@@ -81,6 +81,14 @@ def migrate_on_open(store: Store, deadline: Deadline) -> None:
             )
         return
     grouped = legacy_shards(legacy)
+    # Discovery by name could not find these shards again on the next open (a resumed
+    # migration would meet them as conflicts); nothing is written.
+    store.require_configured(
+        grouped,
+        f"legacy checkpoint {legacy.name!r} holds rows of them and nothing was migrated; add "
+        "those collectors to the config, or migrate once with discovery by label "
+        "(store.discovery=labels; the chart's rbac.scope=namespace)",
+    )
     stored = {k: s for k, s in store.shard_states().items() if s.version is not None}
     for key, state in sorted(stored.items()):
         if state.legacy_digest != digest:

@@ -41,6 +41,7 @@ from checkpoint_runtime.errors import (
     CorruptShardError,
     DeadlineExceeded,
     OversizeError,
+    UnconfiguredShardError,
     UnencodableTextError,
     WriteUncertainError,
 )
@@ -110,6 +111,7 @@ class Store:
         metrics: StoreMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
+        shards: Iterable[str] | None = None,
     ) -> None:
         if not compaction_ratio >= 0:
             raise ValueError(f"compaction_ratio must be a number >= 0, got {compaction_ratio!r}")
@@ -122,6 +124,9 @@ class Store:
         self.debounce_seconds = debounce_seconds
         self.metrics = metrics if metrics is not None else StoreMetrics()
         self._clock = clock
+        self.configured: frozenset[str] | None = None if shards is None else frozenset(shards)
+        """Discovery by name: exactly these shards are read on open (get, no list), and keys
+        of any other shard are refused; None discovers the store's shards by label (list)."""
         self._shards: dict[str, ShardState] = {}
         self._lock = threading.RLock()
         self._write_locks: dict[str, threading.Lock] = {}
@@ -142,10 +147,13 @@ class Store:
         clock: Callable[[], float] = time.monotonic,
         migrate: bool = True,
         compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
+        shards: Iterable[str] | None = None,
     ) -> Store:
         """Load every shard (fail closed, no write on any error), then migrate legacy state.
 
-        One deadline covers discovery, decoding and migration.
+        One deadline covers discovery, decoding and migration. `shards` (the configured
+        collectors' namespaces) makes discovery read exactly those shards by name, for a Role
+        that pins ConfigMap access by name and grants no list.
         """
         store = cls(
             backend,
@@ -156,6 +164,7 @@ class Store:
             metrics=metrics,
             clock=clock,
             compaction_ratio=compaction_ratio,
+            shards=shards,
         )
         deadline = store.new_deadline()
         store.load(deadline)
@@ -171,14 +180,18 @@ class Store:
 
     def load(self, deadline: Deadline) -> None:
         """Replace memory with the stored shards; raises before changing anything."""
-        loaded = {
-            stored.shard: self._decode(stored) for stored in self.backend.list_shards(deadline)
-        }
+        loaded = {stored.shard: self._decode(stored) for stored in self._discover(deadline)}
         with self._lock:
             self._shards = loaded
             for state in loaded.values():
                 self._observe(state)
             self.metrics.shards.set(len(loaded))
+
+    def _discover(self, deadline: Deadline) -> list[StoredShard]:
+        if self.configured is None:
+            return self.backend.list_shards(deadline)
+        found = (self.backend.read_shard(key, deadline) for key in sorted(self.configured))
+        return [stored for stored in found if stored is not None]
 
     def _decode(self, stored: StoredShard) -> ShardState:
         decoded = codec.decode_stored(stored.shard, stored.blob)
@@ -241,6 +254,7 @@ class Store:
 
     def _apply(self, changes: Mapping[str, str | None]) -> list[str]:
         owners = {key: shard_key(key) for key in changes}
+        self.require_configured(owners.values(), "a key of it was set")
         for key, value in changes.items():
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"value of {key!r} is {type(value).__name__}, not a string")
@@ -267,6 +281,15 @@ class Store:
                 self._mark_dirty(state, now)
             self.metrics.shards.set(len(self._shards))
         return sorted(frozenset(owners.values()))
+
+    def require_configured(self, shards: Iterable[str], why: str) -> None:
+        """With discovery by name, refuse shards the store was not configured with (it has not
+        read them, and a write would meet one that exists as a conflict)."""
+        if self.configured is None:
+            return
+        unknown = sorted(set(shards) - self.configured)
+        if unknown:
+            raise UnconfiguredShardError(unknown, why)
 
     def _mark_dirty(self, state: ShardState, now: float) -> None:
         if not state.dirty:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from render_helpers import patched_chart
 
 from checkpoint_runtime.gate.engine import PolicyEngine
 from checkpoint_runtime.gate.paths import CHART_DIR
@@ -46,21 +47,9 @@ def gate() -> Gate:
 
 @pytest.fixture
 def chart_copy(tmp_path: Path) -> Callable[[str, str, str], Path]:
-    """A copy of the chart with one template edited: (template, old text, new text) -> chart dir.
-
-    The old text must occur in the template, so a chart change cannot turn a broken variant
-    silently into an unbroken one.
-    """
-    import shutil
+    """A copy of the chart with one template edited: (template, old text, new text) -> chart dir."""
 
     def patch(template: str, old: str, new: str) -> Path:
-        target = tmp_path / "checkpoint-runtime"
-        if not target.exists():
-            shutil.copytree(CHART_DIR, target)
-        path = target / "templates" / template
-        text = path.read_text(encoding="utf-8")
-        assert old in text, f"{template} no longer contains {old!r}; update the broken variant"
-        path.write_text(text.replace(old, new, 1), encoding="utf-8")
-        return target
+        return patched_chart(tmp_path / "checkpoint-runtime", template, old, new)
 
     return patch

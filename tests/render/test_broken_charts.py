@@ -39,6 +39,24 @@ LIVENESS = (
 )
 
 
+# rbac.scope=names with two collectors (one in a tailnet) and a legacy ConfigMap.
+NAMES: dict[str, Any] = {
+    "rbac": {"scope": "names"},
+    "checkpoint": {
+        "legacyConfigMap": "legacy-checkpoints",
+        "collectors": [
+            {"kind": "flowlogs", "url": "http://flows.example:8080/v1/flows"},
+            {"kind": "objectstore", "tailnet": "corp", "feed": "audit", "url": "file:///f/a"},
+        ],
+    },
+}
+NAMES_NONE: dict[str, Any] = {"rbac": {"scope": "names"}}
+PINNED_VERBS = 'verbs: ["get", "update"]'
+PINNED_NAMES = (
+    "    resourceNames:\n      {{- range $names }}\n      - {{ . | quote }}\n      {{- end }}\n"
+)
+
+
 @dataclass(frozen=True)
 class Broken:
     template: str
@@ -227,6 +245,59 @@ VARIANTS: dict[str, Broken] = {
     "test-pod-not-a-hook": Broken(
         "tests/test-healthz.yaml", "    helm.sh/hook: test\n", "", "HYG-23", "Pod"
     ),
+    # rbac.scope=names: the pinned rule, the names it pins, and config.json's discovery
+    "names-scope-with-list": Broken(
+        "role.yaml",
+        PINNED_VERBS,
+        'verbs: ["get", "list", "update"]',
+        "RBAC-3",
+        "Role",
+        NAMES,
+    ),
+    "names-scope-create-pinned": Broken(
+        "role.yaml",
+        PINNED_VERBS,
+        'verbs: ["get", "update", "create"]',
+        "RBAC-3",
+        "Role",
+        NAMES,
+    ),
+    "names-scope-unpinned": Broken("role.yaml", PINNED_NAMES, "", "RBAC-3", "Role", NAMES),
+    "names-scope-empty-names-grant-every-name": Broken(
+        "role.yaml", "{{- if $names }}", "{{- if true }}", "RBAC-3", "Role", NAMES_NONE
+    ),
+    "names-scope-wrong-hash-length": Broken(
+        "_names.tpl",
+        "sha256sum | trunc 16",
+        "sha256sum | trunc 15",
+        "RBAC-3",
+        "Role",
+        NAMES,
+    ),
+    "names-scope-tailnet-left-out": Broken(
+        "_names.tpl",
+        "{{- if .tailnet }}{{ $parts = append $parts .tailnet }}{{ end }}",
+        "",
+        "RBAC-3",
+        "Role",
+        NAMES,
+    ),
+    "names-scope-legacy-left-out": Broken(
+        "_names.tpl",
+        "{{- with .Values.checkpoint.legacyConfigMap }}{{ $names = append $names . }}{{ end }}",
+        "",
+        "RBAC-3",
+        "Role",
+        NAMES,
+    ),
+    "names-scope-config-discovers-by-label": Broken(
+        "_config.tpl",
+        '{{- $_ := set $store "discovery" "names" }}',
+        "",
+        "RBAC-3",
+        "Role",
+        NAMES,
+    ),
 }
 
 
@@ -250,10 +321,11 @@ def test_there_are_at_least_twelve_broken_variants() -> None:
     assert len({broken.rule for broken in VARIANTS.values()}) >= 12
 
 
+@pytest.mark.parametrize("values", [{}, NAMES, NAMES_NONE], ids=["defaults", "names", "no-names"])
 def test_the_unbroken_copy_passes(
-    chart_copy: Callable[[str, str, str], Path], engine: PolicyEngine
+    values: dict[str, Any], chart_copy: Callable[[str, str, str], Path], engine: PolicyEngine
 ) -> None:
     """The copy mechanism itself does not break the chart (a no-op edit passes the gate)."""
     chart = chart_copy("role.yaml", CM_VERBS, CM_VERBS)
-    verdicts = engine.evaluate(SdkRenderer(chart).render({}))
+    verdicts = engine.evaluate(SdkRenderer(chart).render(values))
     assert [v.message for v in verdicts if v.level is Level.DENY] == []

@@ -14,6 +14,7 @@ from checkpoint_runtime.gate.engine import Level
 from checkpoint_runtime.gate.pipeline import Gate
 
 CLAIM = {"existingClaim": "checkpoint-data"}
+FLOWLOGS = {"kind": "flowlogs", "url": "http://flows.example:8080/v1/flows"}
 
 
 def warnings_of(gate: Gate, values: dict[str, Any], rule: str) -> list[tuple[str, str]]:
@@ -62,6 +63,28 @@ def test_no_rbac_warning_when_an_account_is_named_or_not_needed(
     gate: Gate, values: dict[str, Any]
 ) -> None:
     assert warnings_of(gate, values, "VALUES-2") == []
+
+
+def test_names_scope_without_collectors_warns(gate: Gate) -> None:
+    ((key, message),) = warnings_of(gate, {"rbac": {"scope": "names"}}, "VALUES-3")
+    assert key == "rbac.scope"
+    assert "checkpoint.collectors is empty" in message
+    assert "rbac.scope=namespace" in message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"rbac": {"scope": "names"}, "checkpoint": {"collectors": [FLOWLOGS]}},
+        {"rbac": {"scope": "namespace"}},
+        {"rbac": {"scope": "names"}, "checkpoint": {"store": "file", "file": CLAIM}},
+    ],
+    ids=["names-with-a-collector", "namespace-scope", "file-store-has-no-role"],
+)
+def test_no_names_scope_warning_with_collectors_or_without_names(
+    gate: Gate, values: dict[str, Any]
+) -> None:
+    assert warnings_of(gate, values, "VALUES-3") == []
 
 
 def test_file_store_on_an_empty_dir_warns_from_the_render(gate: Gate) -> None:

@@ -87,12 +87,16 @@ def test_no_cluster_scoped_rbac_anywhere_in_the_matrix(
 
 
 def test_values_cannot_inject_rbac_rules(sdk: SdkRenderer) -> None:
-    """RENDER_GATE 10: the only RBAC value is rbac.create; the schema refuses anything else."""
+    """RENDER_GATE 10: the RBAC values are rbac.create and rbac.scope, a choice between two
+    fixed rule sets; the schema refuses anything else."""
     rbac = ValuesSchema(CHART_DIR / "values.schema.json").schema["properties"]["rbac"]
-    assert set(rbac["properties"]) == {"create"}
+    assert set(rbac["properties"]) == {"create", "scope"}
+    assert rbac["properties"]["scope"]["enum"] == ["namespace", "names"]
     assert rbac["additionalProperties"] is False
     with pytest.raises(RenderError, match="rbac"):
         sdk.render({"rbac": {"create": True, "extraRules": [{"verbs": ["*"]}]}})
+    with pytest.raises(RenderError, match="rbac"):
+        sdk.render({"rbac": {"create": True, "scope": "cluster"}})
 
 
 def normalise(manifests: list[Manifest]) -> list[tuple[str, str, str]]:

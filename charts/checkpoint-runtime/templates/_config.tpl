@@ -12,6 +12,9 @@ that schema exactly instead of echoing values through.
 {{- if $cp.legacyConfigMap }}
 {{- $_ := set $store "legacyConfigMap" $cp.legacyConfigMap }}
 {{- end }}
+{{- if include "checkpoint-runtime.namesScope" . }}
+{{- $_ := set $store "discovery" "names" }}
+{{- end }}
 {{- $le := $cp.leaderElection }}
 {{- $election = dict "enabled" true "leaseDurationSeconds" $le.leaseDurationSeconds "renewDeadlineSeconds" $le.renewDeadlineSeconds "retryPeriodSeconds" $le.retryPeriodSeconds }}
 {{- else }}

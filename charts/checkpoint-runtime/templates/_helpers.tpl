@@ -1,37 +1,8 @@
-{{/*
-Names. Kubernetes limits most names to 63 characters (DNS-1123 labels), so every name is
-truncated to 63 and never ends in a dash.
-*/}}
-{{- define "checkpoint-runtime.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
-{{- end }}
-
-{{- define "checkpoint-runtime.fullname" -}}
-{{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
-{{- else }}
-{{- $name := default .Chart.Name .Values.nameOverride }}
-{{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 63 | trimSuffix "-" }}
-{{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
-{{- end }}
-{{- end }}
-{{- end }}
-
 {{- define "checkpoint-runtime.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The runtime config ConfigMap: "<fullname>-config" (the runtime, the gate and docs rely on it). */}}
-{{- define "checkpoint-runtime.configName" -}}
-{{- printf "%s-config" (include "checkpoint-runtime.fullname" .) }}
-{{- end }}
 
-{{/* Name of the helm test pod, kept within 63 characters. */}}
-{{- define "checkpoint-runtime.testName" -}}
-{{- printf "%s-test" (include "checkpoint-runtime.fullname" . | trunc 58 | trimSuffix "-") }}
-{{- end }}
 
 {{/*
 Labels. Selectors use name and instance only (they are immutable on a Deployment); every
@@ -74,26 +45,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{ include "checkpoint-runtime.componentLabels" (list . "runtime") }}
 {{- end }}
 
-{{/* The coordination namespace: shards, the Lease, the Role and the RoleBinding live here. */}}
-{{- define "checkpoint-runtime.coordinationNamespace" -}}
-{{- default .Release.Namespace .Values.checkpoint.namespace }}
-{{- end }}
 
-{{- define "checkpoint-runtime.leaseName" -}}
-{{- default (include "checkpoint-runtime.fullname" .) .Values.checkpoint.leaseName }}
-{{- end }}
 
-{{/*
-The ServiceAccount. With serviceAccount.create=false the chart cannot invent an account, so
-a name is required (the schema says so too; this message is for --skip-schema-validation).
-*/}}
-{{- define "checkpoint-runtime.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "checkpoint-runtime.fullname" .) .Values.serviceAccount.name }}
-{{- else }}
-{{- required "checkpoint-runtime: invalid values: serviceAccount.name is required when serviceAccount.create is false: name the existing ServiceAccount the runtime runs as" .Values.serviceAccount.name }}
-{{- end }}
-{{- end }}
 
 {{- define "checkpoint-runtime.kubernetesStore" -}}
 {{- if eq .Values.checkpoint.store "kubernetes" }}true{{ end }}

@@ -34,11 +34,7 @@ each other's cursors; the runtime refuses that config at startup, the chart alre
 {{- define "checkpoint-runtime.checkCollectors" -}}
 {{- $owners := dict }}
 {{- range $index, $collector := .Values.checkpoint.collectors }}
-{{- $parts := list }}
-{{- if $collector.tailnet }}{{ $parts = append $parts $collector.tailnet }}{{ end }}
-{{- $parts = append $parts $collector.kind }}
-{{- if eq $collector.kind "objectstore" }}{{ $parts = append $parts $collector.feed }}{{ end }}
-{{- $namespace := join "/" $parts }}
+{{- $namespace := include "checkpoint-runtime.collectorNamespace" $collector }}
 {{- if hasKey $owners $namespace }}
 {{- fail (printf "checkpoint-runtime: invalid values: checkpoint.collectors[%d]: collector namespace %q is already used by checkpoint.collectors[%v] (two collectors would share one shard)" $index $namespace (get $owners $namespace)) }}
 {{- end }}

@@ -51,4 +51,17 @@ def advise(values: Json) -> list[Advice]:
                 "account; set serviceAccount.name to the account your Role is bound to",
             )
         )
+    scope = values.get("rbac", {}).get("scope", "namespace")
+    if not file_store and scope == "names" and not checkpoint.get("collectors"):
+        advice.append(
+            Advice(
+                "VALUES-3",
+                "rbac.scope",
+                "rbac.scope is names but checkpoint.collectors is empty: the Role pins ConfigMap "
+                "access to the shards of the configured collectors, and there are none, so the "
+                "runtime can read and write no checkpoint; list the collectors in "
+                "checkpoint.collectors (the pinned names are derived from them), or use "
+                "rbac.scope=namespace",
+            )
+        )
     return advice

@@ -15,15 +15,16 @@ is evaluated again document by document and rule by rule, and each failing pair 
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from opapywasm import UNDEFINED, OpaWasmError, OpaWasmPolicy, PolicyConfig
+from opapywasm import UNDEFINED, OpaBuiltinError, OpaWasmError, OpaWasmPolicy, PolicyConfig
 
 from checkpoint_runtime.gate.render import Manifest, manifest_label
 
@@ -92,7 +93,38 @@ def _load(wasm: Path) -> OpaWasmPolicy:
     missing = {VERDICTS, DENY, WARN} - set(policy.entrypoints)
     if missing:
         raise PolicyLoadError(f"{wasm}: lacks the entrypoints {sorted(missing)}")
+    for name, function in HOST_BUILTINS.items():
+        if name in policy.builtins:
+            policy.register_builtin(name, function)
     return policy
+
+
+def _sha256(text: Any) -> str:
+    """OPA's crypto.sha256: the hex digest of a string's UTF-8 bytes."""
+    if not isinstance(text, str):
+        raise OpaBuiltinError(f"crypto.sha256: operand must be a string, got {text!r}")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _regex_replace(text: Any, pattern: Any, value: Any) -> str:
+    """OPA's regex.replace (Go's ReplaceAllString) for a literal replacement: Go expands `$1`
+    and `${name}` in `value`, which this host function does not, so it refuses them."""
+    if not all(isinstance(arg, str) for arg in (text, pattern, value)):
+        raise OpaBuiltinError("regex.replace: operands must be strings")
+    if "$" in value:
+        raise OpaBuiltinError(f"regex.replace: group expansion in {value!r} is not supported")
+    try:
+        return re.sub(pattern, lambda _: str(value), text)
+    except re.error as error:
+        raise OpaBuiltinError(f"regex.replace: bad pattern {pattern!r}: {error}") from None
+
+
+# Builtins OPA's Wasm module leaves to the host (conftest has them natively): the RBAC policy
+# derives the runtime's shard names with crypto.sha256 and regex.replace.
+HOST_BUILTINS: dict[str, Callable[..., Any]] = {
+    "crypto.sha256": _sha256,
+    "regex.replace": _regex_replace,
+}
 
 
 class PolicyEngine:

@@ -24,6 +24,10 @@ REPORT_PATH = Path("docs/rbac.md")
 CHART = Path("charts/checkpoint-runtime")
 CI_VALUES = Path("ci")
 LEASE_PLACEHOLDER = "<leaseName>"
+# rbac.scope=names pins ConfigMaps to the shard names of the configured collectors (and the
+# legacy ConfigMap), which differ per values document.
+SHARDS_PLACEHOLDER = "<shard names, legacy ConfigMap>"
+PLACEHOLDERS = {"leases": LEASE_PLACEHOLDER, "configmaps": SHARDS_PLACEHOLDER}
 # A namespace that cannot be mistaken for the "default" ServiceAccount in the placement table.
 REPORT_NAMESPACE = "apps"
 
@@ -43,7 +47,21 @@ PURPOSES: dict[tuple[str, str, str, bool], Purpose] = {
         "write id.",
         "Shard names are derived from the Lease name and a hash of each collector namespace, "
         "so the set grows with the config; resourceNames match exact names only, with no "
-        "prefix or wildcard.",
+        "prefix or wildcard. rbac.scope=names pins it to the configured collectors' shards.",
+    ),
+    ("", "configmaps", "get", True): Purpose(
+        "read a configured shard by name (names scope)",
+        "rbac.scope=names: discover the shards by reading each configured collector's shard "
+        "by name on open (no list), read one back to resolve an uncertain write, and read "
+        "the legacy ConfigMap to migrate it.",
+        "Already as narrow as RBAC allows: pinned to the names the runtime derives from "
+        "checkpoint.collectors, and the legacy ConfigMap's.",
+    ),
+    ("", "configmaps", "update", True): Purpose(
+        "guarded write of a configured shard (names scope)",
+        "rbac.scope=names: every later write of a configured shard, guarded by its "
+        "resourceVersion, and the marker on the legacy ConfigMap once migration is durable.",
+        "Already as narrow as RBAC allows: pinned to the same names as get.",
     ),
     ("", "configmaps", "list", False): Purpose(
         "discover shards by label",
@@ -177,9 +195,9 @@ def render_report(rows: Iterable[RenderedRole]) -> str:
             if grants[key] == everywhere
             else (", ".join(sorted(grants[key])))
         )
+        names = f"`{PLACEHOLDERS.get(resource, '<names>')}`" if pinned else "any"
         lines.append(
-            f"| `{group or 'core'}` | `{resource}` | `{verb}` | "
-            f"{'`' + LEASE_PLACEHOLDER + '`' if pinned else 'any'} | {operation} | {why} | "
+            f"| `{group or 'core'}` | `{resource}` | `{verb}` | {names} | {operation} | {why} | "
             f"{rendered_by} |"
         )
     lines += [
@@ -190,8 +208,8 @@ def render_report(rows: Iterable[RenderedRole]) -> str:
         "",
         f"Rendered as release `{DEFAULT_RELEASE}` in namespace `{REPORT_NAMESPACE}`.",
         "",
-        "| values | Role | namespace | Lease pinned | bound to |",
-        "|---|---|---|---|---|",
+        "| values | Role | namespace | Lease pinned | ConfigMaps pinned | bound to |",
+        "|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(_placement(row))
@@ -201,9 +219,12 @@ def render_report(rows: Iterable[RenderedRole]) -> str:
 
 def _placement(row: RenderedRole) -> str:
     if row.role is None:
-        return f"| {row.values} | none | - | - | - |"
+        return f"| {row.values} | none | - | - | - | - |"
     metadata: dict[str, Any] = row.role.get("metadata", {})
-    leases = sorted({name for _, resource, _, name in permissions(row.role) if name})
+    grants = permissions(row.role)
+    leases = sorted({name for _, resource, _, name in grants if name and resource == "leases"})
+    configmaps = sorted({n for _, resource, _, n in grants if n and resource == "configmaps"})
+    pinned = ", ".join(f"`{name}`" for name in configmaps) or "none (every name)"
     subjects = (row.binding or {}).get("subjects", [])
     bound = (
         ", ".join(f"{s.get('kind')} {s.get('namespace', '')}/{s.get('name')}" for s in subjects)
@@ -211,7 +232,7 @@ def _placement(row: RenderedRole) -> str:
     )
     return (
         f"| {row.values} | `{metadata.get('name', '')}` | `{metadata.get('namespace', '')}` | "
-        f"{', '.join(f'`{lease}`' for lease in leases) or '-'} | {bound} |"
+        f"{', '.join(f'`{lease}`' for lease in leases) or '-'} | {pinned} | {bound} |"
     )
 
 

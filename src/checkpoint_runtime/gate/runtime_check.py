@@ -29,6 +29,7 @@ VALUES_KEYS: dict[str, str] = {
     "store.path": "checkpoint.file.path",
     "store.deadlineSeconds": "checkpoint.deadlineSeconds",
     "store.debounceSeconds": "checkpoint.debounceSeconds",
+    "store.discovery": "rbac.scope",
     "store": "checkpoint",
     "leaderElection.enabled": "checkpoint.store",
     "leaderElection": "checkpoint.leaderElection",

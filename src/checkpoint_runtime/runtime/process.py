@@ -45,7 +45,7 @@ from checkpoint_runtime.leaderelection import (
 from checkpoint_runtime.metrics import StoreMetrics
 from checkpoint_runtime.runtime import credentials, logs, startup
 from checkpoint_runtime.runtime.http import HealthServer
-from checkpoint_runtime.runtime.settings import RuntimeSettings, load_document
+from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards, load_document
 from checkpoint_runtime.store import Debouncer, Store
 
 log = logging.getLogger("checkpoint_runtime.runtime")
@@ -385,6 +385,7 @@ class Runtime:
                 deadline_seconds=settings.store.deadline_seconds,
                 debounce_seconds=settings.store.debounce_seconds,
                 metrics=self.metrics.store,
+                shards=configured_shards(settings),
             )
             if self._election is not None:
                 store.take_ownership()  # before any collector runs

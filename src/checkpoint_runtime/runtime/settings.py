@@ -28,6 +28,8 @@ from checkpoint_runtime.constants import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_REPLAY_WINDOW_SECONDS,
     DEFAULT_STORE_NAME,
+    DISCOVERY_LABELS,
+    DISCOVERY_NAMES,
     LEASE_DURATION_SECONDS,
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
@@ -53,6 +55,8 @@ class StoreSettings:
     legacy_config_map: str | None
     deadline_seconds: float
     debounce_seconds: float
+    discovery: str = DISCOVERY_LABELS
+    """How the kubernetes backend finds its shards: by label (list) or by name (get only)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
             legacy_config_map=store.get("legacyConfigMap"),
             deadline_seconds=store.get("deadlineSeconds", DEFAULT_DEADLINE_SECONDS),
             debounce_seconds=store.get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS),
+            discovery=store.get("discovery", DISCOVERY_LABELS),
         ),
         election_enabled=backend == "kubernetes" and election.get("enabled", True),
         timings=timings,
@@ -208,3 +213,11 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
 def load_settings(path: str | None) -> RuntimeSettings:
     """Read, validate and parse the config file (None: the embedded file-store default)."""
     return parse(load_document(path))
+
+
+def configured_shards(settings: RuntimeSettings) -> list[str] | None:
+    """The shards a store that discovers by name reads (one per configured collector), or None
+    when it discovers its shards by label (store.discovery=labels, and the file store)."""
+    if settings.store.backend != "kubernetes" or settings.store.discovery != DISCOVERY_NAMES:
+        return None
+    return [collector.namespace for collector in settings.collectors]

@@ -1,0 +1,59 @@
+"""`helm upgrade` that adds a collector extends the pinned names before new runtime pods start.
+
+With rbac.scope=names the Role must name the new collector's shard before a runtime that runs
+that collector reads it. Helm applies a release's objects one by one in its install order
+(kind order, the order `helm template` prints), on install and on upgrade alike, and the new
+runtime pods exist only once the Deployment is updated: so it is enough that the upgraded Role
+pins the new name, that the Role comes before the Deployment in that order, and that the
+Deployment changes (the config checksum), which is what starts the new pods.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from checkpoint_runtime.gate.render import CliRenderer, Manifest
+from checkpoint_runtime.naming import shard_name
+
+FLOWLOGS = {"kind": "flowlogs", "url": "http://flowlogs.default.svc:8080/api/v1/flows"}
+AUDIT = {"kind": "objectstore", "tailnet": "corp", "feed": "audit", "url": "s3://audit/corp/"}
+
+
+def names_values(*collectors: dict[str, Any]) -> dict[str, Any]:
+    return {"rbac": {"scope": "names"}, "checkpoint": {"collectors": list(collectors)}}
+
+
+def pinned(manifests: list[Manifest]) -> set[str]:
+    (role,) = [m.document for m in manifests if m.kind == "Role"]
+    return {
+        name
+        for rule in role["rules"]
+        if "configmaps" in rule["resources"]
+        for name in rule.get("resourceNames") or []
+    }
+
+
+def position(manifests: list[Manifest], kind: str) -> int:
+    return next(index for index, manifest in enumerate(manifests) if manifest.kind == kind)
+
+
+def config_checksum(manifests: list[Manifest]) -> str:
+    (deployment,) = [m.document for m in manifests if m.kind == "Deployment"]
+    return str(deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+
+def test_adding_a_collector_pins_its_shard_before_the_deployment_changes(cli: CliRenderer) -> None:
+    before = cli.render(names_values(FLOWLOGS), release="cr", namespace="apps")
+    after = cli.render(names_values(FLOWLOGS, AUDIT), release="cr", namespace="apps")
+    added = shard_name("cr-checkpoint-runtime", "corp/objectstore/audit")
+
+    assert added not in pinned(before)
+    assert pinned(after) == pinned(before) | {added}
+    # the runtime that runs the new collector is a new pod: the Deployment changes...
+    assert config_checksum(after) != config_checksum(before)
+    (config,) = [m.document for m in after if m.name.endswith("-config")]
+    assert AUDIT in json.loads(config["data"]["config.json"])["collectors"]
+    # ...and Helm applies it after the Role and its binding, in the order it prints them
+    assert position(after, "Role") < position(after, "Deployment")
+    assert position(after, "RoleBinding") < position(after, "Deployment")

@@ -1,0 +1,235 @@
+"""The scanners platform teams run on charts (checkov, kube-score) over the value matrix.
+
+Every render of the matrix (helm template, what users install) must be clean: each check a
+scanner fails is either fixed in the chart or suppressed by the manifest itself, in the
+annotation the scanner reads, with a reason, and listed with that reason in docs/scanners.md.
+Broken copies of the chart prove that the scanners run and that the suppressions are the only
+thing standing between the chart and a finding.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from render_helpers import MATRIX, patched_chart
+
+from checkpoint_runtime.gate.paths import CHART_DIR
+from checkpoint_runtime.gate.render import CliRenderer, RenderError
+from checkpoint_testenv import scanners
+from checkpoint_testenv.binaries import REPO_ROOT
+from checkpoint_testenv.scanners import Report
+
+DOC = REPO_ROOT / "docs" / "scanners.md"
+# What checkov records for a skip annotation without "=<reason>".
+CHECKOV_NO_REASON = "No comment provided"
+SECURITY_CONTEXT = '{{- include "checkpoint-runtime.containerSecurityContext" . | nindent 12 }}'
+
+
+def case_name(matrix_name: str) -> str:
+    return matrix_name.removesuffix("-values.yaml")
+
+
+def render_into(folder: Path, renderer: CliRenderer, case: str, values: dict[str, object]) -> Path:
+    """One release per file: its own release name and namespace, so that the scanners, which
+    link objects across files (a NetworkPolicy to the pods it selects), never mix two cases."""
+    path = folder / f"{case}.yaml"
+    path.write_text(renderer.render_text(values, release=case, namespace=f"ns-{case}"))
+    return path
+
+
+def scan(folder: Path) -> dict[str, Report]:
+    """checkov once over the folder, kube-score on each file: one Report per file name."""
+    together = scanners.checkov(folder)
+    reports = {}
+    for path in sorted(folder.glob("*.yaml")):
+        alone = scanners.kube_score(path)
+        reports[path.name] = Report(
+            [f for f in together.findings if f.file == path.name] + alone.findings,
+            [s for s in together.suppressions if s.file == path.name] + alone.suppressions,
+        )
+    return reports
+
+
+def unexplained(report: Report) -> list[str]:
+    """Every finding, and every suppression that gives no reason."""
+    problems = [str(finding) for finding in report.findings]
+    problems += [
+        f"{s.scanner} {s.check} {s.file} {s.obj}: suppressed without a reason"
+        for s in report.suppressions
+        if not s.reason.strip() or s.reason == CHECKOV_NO_REASON
+    ]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def matrix_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+    folder = tmp_path_factory.mktemp("scanned-matrix")
+    renderer = CliRenderer(CHART_DIR, helm)
+    for name, values in MATRIX:
+        render_into(folder, renderer, case_name(name), values)
+    return scan(folder)
+
+
+@pytest.mark.parametrize("case", [case_name(name) for name, _ in MATRIX])
+def test_the_scanners_find_nothing_unexplained(
+    case: str, matrix_reports: dict[str, Report]
+) -> None:
+    report = matrix_reports[f"{case}.yaml"]
+    assert unexplained(report) == []
+    # Both scanners read this file: each suppresses something on the default pull policy.
+    assert {s.scanner for s in report.suppressions} == {"checkov", "kube-score"}
+
+
+def documented_exceptions() -> dict[tuple[str, str], str]:
+    """(scanner, check) -> reason, from the exceptions table of docs/scanners.md."""
+    rows = re.findall(
+        r"^\| (checkov|kube-score) \| `([^`]+)` \| [^|]+ \| (.+) \|$", DOC.read_text(), re.M
+    )
+    return {(scanner, check): reason for scanner, check, reason in rows}
+
+
+def test_every_exception_is_documented_and_every_documented_one_is_used(
+    matrix_reports: dict[str, Report],
+) -> None:
+    used = {(s.scanner, s.check) for r in matrix_reports.values() for s in r.suppressions}
+    documented = documented_exceptions()
+    assert documented, f"no exceptions table found in {DOC}"
+    assert used - documented.keys() == set(), f"suppressed but not listed in {DOC}"
+    assert documented.keys() - used == set(), f"listed in {DOC} but never suppressed"
+
+
+def test_a_pinned_digest_and_pull_policy_always_need_no_exception(
+    helm: Path, tmp_path: Path
+) -> None:
+    """The image exceptions appear only while the gap is there: a user who pins the digest and
+    asks for Always gets a manifest without them, and it still scans clean."""
+    digest = "sha256:" + "a" * 64
+    values = {"image": {"digest": digest, "pullPolicy": "Always"}}
+    render_into(tmp_path, CliRenderer(CHART_DIR, helm), "pinned", values)
+    (report,) = scan(tmp_path).values()
+    assert unexplained(report) == []
+    suppressed = {s.check for s in report.suppressions}
+    image_checks = {"CKV_K8S_43", "CKV_K8S_15", "container-image-pull-policy"}
+    assert suppressed & image_checks == set()
+
+
+@dataclass(frozen=True)
+class Broken:
+    template: str
+    old: str
+    new: str
+    # What the scanners must then report: (scanner, check id) pairs, each on some object.
+    expected: frozenset[tuple[str, str]]
+
+
+SKIP_LINE = (
+    'checkov.io/skip{{ add1 $index }}: {{ printf "%s=%s" (index $skip 0) (index $skip 1) | quote }}'
+)
+KUBE_SCORE_REASON = "# kube-score {{ index . 0 }}: {{ index . 1 }}"
+TOKEN_SKIP = '{{- $checkov = append $checkov (list "CKV_K8S_38" '
+RUNTIME_NETPOL_IGNORE = (
+    '{{- $kubeScore = append $kubeScore (list "pod-networkpolicy" $reason) }}\n{{- else if'
+)
+
+VARIANTS: dict[str, Broken] = {
+    # A container the chart must never render: both scanners see it.
+    "privileged": Broken(
+        "deployment.yaml",
+        SECURITY_CONTEXT,
+        SECURITY_CONTEXT.replace(
+            " | nindent", ' | replace "privileged: false" "privileged: true" | nindent'
+        ),
+        frozenset(
+            {("checkov", "CKV_K8S_16"), ("kube-score", "container-security-context-privileged")}
+        ),
+    ),
+    # A suppression removed: the check it carried fails again.
+    "token-skip-removed": Broken(
+        "_scanners.tpl",
+        TOKEN_SKIP,
+        '{{- $_ := list (list "CKV_K8S_38" ',
+        frozenset({("checkov", "CKV_K8S_38")}),
+    ),
+    "networkpolicy-ignore-removed": Broken(
+        "_scanners.tpl",
+        RUNTIME_NETPOL_IGNORE,
+        RUNTIME_NETPOL_IGNORE.replace("{{- $kubeScore = append", "{{- $_ := append"),
+        frozenset({("kube-score", "pod-networkpolicy")}),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def broken_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+    """Each variant rendered with the defaults, all scanned in one checkov run."""
+    renders = tmp_path_factory.mktemp("scanned-broken")
+    for name, broken in VARIANTS.items():
+        chart = patched_chart(
+            tmp_path_factory.mktemp(name) / "checkpoint-runtime",
+            broken.template,
+            broken.old,
+            broken.new,
+        )
+        render_into(renders, CliRenderer(chart, helm), name, {})
+    return scan(renders)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_broken_chart_fails_the_scanners(variant: str, broken_reports: dict[str, Report]) -> None:
+    report = broken_reports[f"{variant}.yaml"]
+    found = {(finding.scanner, finding.check) for finding in report.findings}
+    assert VARIANTS[variant].expected <= found, unexplained(report)
+    assert unexplained(report) != []
+
+
+def test_a_suppression_without_a_reason_is_a_problem(
+    helm: Path, chart_copy: Callable[[str, str, str], Path], tmp_path: Path
+) -> None:
+    """The checkov skips lose their "=<reason>" and the kube-score ignores their comment lines:
+    nothing fails, yet every suppression is reported."""
+    chart_copy(
+        "_scanners.tpl",
+        SKIP_LINE,
+        SKIP_LINE.replace('printf "%s=%s" (index $skip 0) (index $skip 1)', "index $skip 0"),
+    )
+    chart = chart_copy("_scanners.tpl", KUBE_SCORE_REASON, "# {{ index . 0 }}")
+    renders = tmp_path / "renders"
+    renders.mkdir()
+    render_into(renders, CliRenderer(chart, helm), "no-reason", {})
+    (report,) = scan(renders).values()
+    assert report.findings == []
+    problems = unexplained(report)
+    assert len(problems) == len(report.suppressions)
+    assert {s.scanner for s in report.suppressions} == {"checkov", "kube-score"}
+    assert all(problem.endswith("suppressed without a reason") for problem in problems)
+
+
+def test_checkov_runs_without_a_network(
+    helm: Path, tmp_path: Path, matrix_reports: dict[str, Report]
+) -> None:
+    """checkov reaches no server: in a network namespace without any interface but loopback it
+    reports exactly what it reports with the machine's network."""
+    unshare = shutil.which("unshare")
+    assert unshare, "unshare (util-linux) is missing: apt-get install util-linux"
+    render_into(tmp_path, CliRenderer(CHART_DIR, helm), "defaults", {})
+    offline = scanners.checkov(tmp_path, wrapper=(unshare, "--net"))
+    online = matrix_reports["defaults.yaml"]
+    assert offline.findings == []
+    assert sorted(offline.suppressions, key=repr) == sorted(
+        (s for s in online.suppressions if s.scanner == "checkov"), key=repr
+    )
+
+
+def test_a_reason_checkov_cannot_read_is_refused_at_render(
+    helm: Path, chart_copy: Callable[[str, str, str], Path], tmp_path: Path
+) -> None:
+    """checkov splits a skip annotation on "=": a reason holding one would not be read."""
+    old = "through the API server"
+    chart = chart_copy("_scanners.tpl", old, "through the API server (verbs=get,update)")
+    with pytest.raises(RenderError, match='CKV_K8S_38 exception contains "="'):
+        render_into(tmp_path, CliRenderer(chart, helm), "equals", {})

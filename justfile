@@ -83,7 +83,7 @@ fmt-check: setup
 [group('check')]
 gen-check: gen
     git diff --exit-code -- {{ chart }}/values.schema.json {{ chart }}/README.md docs/rbac.md README.md \
-      policy/fixtures_test.rego src/checkpoint_runtime/gate/policy.wasm
+      policy/fixtures_test.rego src/checkpoint_gate/policy.wasm
 
 # format Python and this justfile
 [group('fmt')]
@@ -103,7 +103,7 @@ policy-check: setup policy-tools-build
     #!/usr/bin/env bash
     set -euo pipefail
     tools=$(scripts/testenv/build-policy-tools.sh | tail -1)
-    rego=(policy src/checkpoint_runtime/gate/entrypoint.rego)
+    rego=(policy src/checkpoint_gate/entrypoint.rego)
     "$tools/opa" fmt --list --fail "${rego[@]}"
     "$tools/opa" check --strict "${rego[@]}"
     "$tools/conftest" verify --no-color --policy policy
@@ -134,6 +134,12 @@ render *ARGS:
 [positional-arguments]
 gate *ARGS: setup
     cd "{{ invocation_directory() }}" && "{{ bin }}/checkpoint-runtime" gate "$@"
+
+# run checkov and kube-score over the chart rendered with your values (-f FILE / --set ...) or --matrix; lists every exception with its reason, fails on anything unexplained
+[group('render')]
+[positional-arguments]
+scan *ARGS: setup testenv-build scanners-build
+    cd "{{ invocation_directory() }}" && "{{ py }}" "{{ justfile_directory() }}/scripts/scan.py" "$@"
 
 # build the wheel into dist/; the last line printed is that folder
 [group('build')]

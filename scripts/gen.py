@@ -6,7 +6,7 @@
   the defaults in values.yaml, so the documentation cannot drift from the chart;
 - the comment above every key of charts/checkpoint-runtime/values.yaml: that key's schema
   description, wrapped (the values themselves and blank-line-separated comments are kept);
-- pluggable generators owned by other modules (the RBAC report of `checkpoint_runtime.gate`;
+- pluggable generators owned by other modules (the RBAC report of `checkpoint_gate`;
   the Rego unit tests' fixtures and the gate's Wasm policy module, built with the pinned OPA),
   called when they are installed.
 
@@ -45,7 +45,7 @@ COMMENT_WIDTH = 100
 
 # module -> function(root: Path) -> None; a generator whose module is absent is skipped.
 PLUGINS: tuple[tuple[str, str], ...] = (
-    ("checkpoint_runtime.gate.report", "write_rbac_report"),
+    ("checkpoint_gate.report", "write_rbac_report"),
     # policy/fixtures_test.rego from the default render, and the gate's compiled policy.wasm
     ("checkpoint_testenv.policytools", "write_policy_files"),
 )

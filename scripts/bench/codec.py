@@ -29,16 +29,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.workload import SHAPES, FeedWorkload
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
 from checkpoint_testenv.benchreport import Table, timed_ms
 
 SHARD = "tailnet-1/objectstore/feed-1"
 ROWS_AT = 5000
 LIMIT = CONFIGMAP_VALUE_LIMIT
 
-# Random bits one seen row draws in checkpoint_runtime.workload.FeedWorkload, read off the code:
+# Random bits one seen row draws in format.reference_rows.FeedWorkload, read off the code:
 #   old-design: `1 + getrandbits(16)` nanoseconds of timestamp step (uniform over 2^16 values)
 #               + `getrandbits(4)` in the object name's tail (the rest of the name is the row
 #               index and a fixed prefix/filler): 16 + 4 = 20 bits.
@@ -360,7 +360,7 @@ def tables(report: CodecReport) -> list[Table]:
         [],
         [
             "Baseline: gzip.compress(json.dumps(rows, sort_keys=True, separators=(',', ':'))"
-            ".encode(), mtime=0). Envelope: checkpoint_runtime.codec.encode_shard/decode_shard "
+            ".encode(), mtime=0). Envelope: format.codec.encode_shard/decode_shard "
             "(a gzip-shards-v2 base member, libdeflate level 9; decode includes every "
             "fail-closed check). Decode ratio: the median over repetitions of envelope / "
             "baseline decode timed back to back (alternating which goes first), so a load swing "

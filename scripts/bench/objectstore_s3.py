@@ -24,8 +24,8 @@ from typing import Any
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
 from checkpoint_runtime.constants import DEFAULT_MAX_SEEN_KEYS
-from checkpoint_runtime.inspection import table
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.ops.inspection import table
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import s3server
 
 

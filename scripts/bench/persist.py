@@ -36,13 +36,19 @@ from typing import Any
 
 from kubernetes import client
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import LEGACY_DATA_KEY, SHARD_DATA_KEY
-from checkpoint_runtime.legacy import encode_legacy
-from checkpoint_runtime.naming import shard_name
-from checkpoint_runtime.store import Debouncer, Store
-from checkpoint_runtime.workload import EPOCH_NS, Configuration, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.legacy import encode_legacy
+from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.format.reference_rows import (
+    EPOCH_NS,
+    Configuration,
+    FeedWorkload,
+    rfc3339_ns,
+)
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
@@ -609,7 +615,7 @@ def tables(report: PersistReport) -> list[Table]:
             "shards than the dirty set it persisted; 'stray' counts writes outside windows.",
             "A window interval below the debounce means rows changed during a write were "
             "persisted by the next tick without waiting a full debounce: after a write the "
-            "still-dirty shard keeps its dirty_since from before the write (store.py).",
+            "still-dirty shard keeps its dirty_since from before the write (store/core.py).",
         ],
     )
     return [latency, sent, windows]

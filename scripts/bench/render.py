@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from checkpoint_runtime.gate.engine import Mode
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR, POLICY_DIR
-from checkpoint_runtime.gate.pipeline import Gate
+from checkpoint_gate.engine import Mode
+from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR, POLICY_DIR
+from checkpoint_gate.pipeline import Gate
 from checkpoint_testenv import binaries, policytools
 
 Values = dict[str, Any]

@@ -41,9 +41,9 @@ from checkpoint_runtime.constants import (
     SHARD_DATA_KEY,
 )
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.gzipmembers import gunzip_members
-from checkpoint_runtime.store import Store
-from checkpoint_runtime.workload import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, OLD_DESIGN_FIGURES
-from checkpoint_runtime.inspection import table
-from checkpoint_runtime.keys import shard_key
-from checkpoint_runtime.legacy import encode_legacy
-from checkpoint_runtime.workload import CONFIGURATIONS, SHAPES, Configuration
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.format.legacy import encode_legacy
+from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, SHAPES, Configuration
+from checkpoint_runtime.ops.inspection import table
 
 
 @dataclass(frozen=True)

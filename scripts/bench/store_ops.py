@@ -26,9 +26,9 @@ from typing import Any
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.keys import collector_namespace
-from checkpoint_runtime.store import Store
-from checkpoint_runtime.workload import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane

@@ -81,8 +81,8 @@ def opa_fmt(source: str) -> str:
 # --- generated files (`just gen`) ------------------------------------------------------------
 
 POLICY = Path("policy")
-ENTRYPOINT_REGO = Path("src/checkpoint_runtime/gate/entrypoint.rego")
-POLICY_WASM = Path("src/checkpoint_runtime/gate/policy.wasm")
+ENTRYPOINT_REGO = Path("src/checkpoint_gate/entrypoint.rego")
+POLICY_WASM = Path("src/checkpoint_gate/policy.wasm")
 FIXTURES = POLICY / "fixtures_test.rego"
 CHART = Path("charts/checkpoint-runtime")
 # The Wasm entrypoints: the gate's one-call verdicts, and deny/warn alone for locating an error.
@@ -112,7 +112,7 @@ def render_fixtures(root: Path) -> str:
     """policy/fixtures_test.rego: the chart's real default render, one rule per object."""
     import json
 
-    from checkpoint_runtime.gate.render import SdkRenderer
+    from checkpoint_gate.render import SdkRenderer
 
     manifests = SdkRenderer(root / CHART).render(
         {}, release=FIXTURE_RELEASE, namespace=FIXTURE_NAMESPACE

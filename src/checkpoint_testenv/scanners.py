@@ -23,14 +23,15 @@ from typing import Any
 
 import yaml
 
-from checkpoint_runtime.gate.render import KUBERNETES_VERSION
+from checkpoint_gate.render import KUBERNETES_VERSION, CliRenderer
 from checkpoint_testenv.binaries import REPO_ROOT, locate_built
 
 BIN_ENV = "CHECKPOINT_SCANNERS_BIN"
 REQUIRED = ("checkov", "kube-score")
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build-scanners.sh"
 
-CHECKOV_SKIP_PREFIX = "checkov.io/skip"
+# What checkov records for a skip annotation without "=<reason>".
+CHECKOV_NO_REASON = "No comment provided"
 KUBE_SCORE_IGNORE = "kube-score/ignore"
 # kube-score's grade of a check that passed (critical 1, warning 5, almost ok 7).
 KUBE_SCORE_OK = 10
@@ -75,11 +76,47 @@ class Report:
     findings: list[Finding]
     suppressions: list[Suppression]
 
+    def unexplained(self) -> list[str]:
+        """Every finding, and every suppression that gives no reason."""
+        problems = [str(finding) for finding in self.findings]
+        problems += [
+            f"{s.scanner} {s.check} {s.file} {s.obj}: suppressed without a reason"
+            for s in self.suppressions
+            if not s.reason.strip() or s.reason == CHECKOV_NO_REASON
+        ]
+        return problems
+
 
 @cache
 def locate() -> Path:
     """The folder holding checkov and kube-score, installing them if needed."""
     return locate_built(BIN_ENV, BUILD_SCRIPT, REQUIRED)
+
+
+def render_release(
+    folder: Path, renderer: CliRenderer, release: str, values: dict[str, Any]
+) -> Path:
+    """`helm template` of the chart into `folder`/<release>.yaml, in namespace ns-<release>: one
+    release per file with its own name and namespace, so that the scanners, which link objects
+    across files (a NetworkPolicy to the pods it selects), never mix two renders."""
+    path = folder / f"{release}.yaml"
+    rendered = renderer.render_text(values, release=release, namespace=f"ns-{release}")
+    path.write_text(rendered, encoding="utf-8")
+    return path
+
+
+def scan_folder(folder: Path) -> dict[str, Report]:
+    """checkov once over the manifest files of `folder`, kube-score on each: a Report per file
+    name. Each file must be one release with its own release name and namespace (see checkov)."""
+    together = checkov(folder)
+    reports = {}
+    for path in sorted(folder.glob("*.yaml")):
+        alone = kube_score(path)
+        reports[path.name] = Report(
+            [f for f in together.findings if f.file == path.name] + alone.findings,
+            [s for s in together.suppressions if s.file == path.name] + alone.suppressions,
+        )
+    return reports
 
 
 def checkov(folder: Path, *, wrapper: Sequence[str] = ()) -> Report:

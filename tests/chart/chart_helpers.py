@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator, ValidationError
 
-from checkpoint_runtime.gate.goyaml import GoYamlLoader
+from checkpoint_gate.goyaml import GoYamlLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = ROOT / "charts" / "checkpoint-runtime"

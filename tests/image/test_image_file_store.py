@@ -17,7 +17,7 @@ from runtime_harness import object_id, seen_ids, wait_for, write_objects
 
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER, DEFAULT_STORE_NAME
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 CONFIG_DIR = "/etc/checkpoint-runtime"  # the chart's config mount
 CHART_ARGS = ("run", "--config", f"{CONFIG_DIR}/config.json")

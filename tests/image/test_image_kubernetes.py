@@ -22,7 +22,7 @@ from runtime_harness import object_id, seen_ids, wait_for, write_objects
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_SHARD_KEY, ANNOTATION_WRITER
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import free_port
 from checkpoint_testenv.helm import Release
 

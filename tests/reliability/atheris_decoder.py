@@ -21,8 +21,8 @@ import sys
 import atheris  # type: ignore[import-not-found]
 
 with atheris.instrument_imports():
-    from checkpoint_runtime import codec
     from checkpoint_runtime.errors import CorruptShardError
+    from checkpoint_runtime.format import codec
 
 SHARD = "tn/objectstore/feed-a"
 

@@ -21,7 +21,7 @@ from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 
 def backend(spec: dict[str, Any]) -> Backend:

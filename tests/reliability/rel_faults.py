@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from rel_support import KubeTarget, StoredState, is_named, leaf_errors
 
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import FaultProxy
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from rel_support import KubeTarget, rss_bytes
 
-from checkpoint_runtime.store import Store
-from checkpoint_runtime.workload import FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format.reference_rows import FeedWorkload, rfc3339_ns
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
 
 TEMPLATE = "tn/objectstore/template"

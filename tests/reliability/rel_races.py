@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from rel_support import KubeTarget, leaf_errors
 
 from checkpoint_runtime.errors import ConflictError, EpochFencedError
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 FEED_A = "tn/objectstore/feed-a"
 FEED_B = "tn/objectstore/feed-b"

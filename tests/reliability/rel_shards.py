@@ -17,7 +17,6 @@ from pathlib import Path
 
 from kubernetes import client
 
-from checkpoint_runtime import codec, codec_v1
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -29,9 +28,10 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError
-from checkpoint_runtime.gzipmembers import gzip_fast
-from checkpoint_runtime.naming import shard_name
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.format import codec, codec_v1
+from checkpoint_runtime.format.gzipmembers import gzip_fast
+from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.store.core import Store
 
 FEED = "tn/objectstore/feed-a"
 ROWS = {

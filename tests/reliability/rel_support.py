@@ -16,7 +16,6 @@ from typing import Any
 
 from kubernetes import client
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
@@ -27,8 +26,9 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError
-from checkpoint_runtime.legacy import LegacyState
-from checkpoint_runtime.naming import label_selector
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.naming import label_selector
 
 _LEASES = itertools.count(1)
 

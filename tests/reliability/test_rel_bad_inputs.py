@@ -17,7 +17,8 @@ from kubernetes import client
 from rel_shards import FEED, ROWS, BadShard, bad_shards, plant_in_folder, plant_in_namespace
 from rel_support import CountingBackend, KubeTarget, leaf_errors
 
-from checkpoint_runtime import projection
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.render import SdkRenderer, ValuesSchema
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, LEGACY_DATA_KEY, SHARD_DATA_KEY
 from checkpoint_runtime.errors import (
@@ -28,12 +29,10 @@ from checkpoint_runtime.errors import (
     LegacyFormatError,
     OversizeError,
 )
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.render import SdkRenderer, ValuesSchema
-from checkpoint_runtime.legacy import encode_legacy
-from checkpoint_runtime.naming import shard_name
-from checkpoint_runtime.runtime import settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.format.legacy import encode_legacy
+from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.runtime import projection, settings
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
 
 # -- chart values: the gate's values schema names the key path ------------------------------

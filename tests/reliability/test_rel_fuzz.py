@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from rel_shards import FEED, LEASE, ROWS, envelope, gz, gzip_bomb, plant_in_folder
 from rel_support import CountingBackend, KubeTarget
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend, write_legacy_file
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_DATA_KEY
 from checkpoint_runtime.errors import (
@@ -34,11 +33,12 @@ from checkpoint_runtime.errors import (
     CorruptShardError,
     LegacyFormatError,
 )
-from checkpoint_runtime.keys import shard_key
-from checkpoint_runtime.legacy import decode_legacy
-from checkpoint_runtime.naming import shard_name
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.format.legacy import decode_legacy
+from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.runtime import settings as runtime_settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
 
 FUZZ = settings(

@@ -17,7 +17,6 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from rel_support import CountingBackend, KubeTarget, leaf_errors
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.errors import (
     CheckpointError,
@@ -27,9 +26,10 @@ from checkpoint_runtime.errors import (
     OversizeError,
     WriteUncertainError,
 )
-from checkpoint_runtime.legacy import decode_legacy, encode_legacy
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.legacy import decode_legacy, encode_legacy
 from checkpoint_runtime.runtime import settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
 
 FEED = "tn/objectstore/feed-a"

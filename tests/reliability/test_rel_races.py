@@ -12,7 +12,7 @@ import pytest
 from rel_races import RaceTrial, RaceViolation
 from rel_support import KubeTarget
 
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 CI_SEEDS = list(range(1000, 1020))
 STEPS = 30

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from render_helpers import patched_chart
 
-from checkpoint_runtime.gate.engine import PolicyEngine
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.pipeline import Gate
-from checkpoint_runtime.gate.render import CliRenderer, KubernetesValidator, SdkRenderer
+from checkpoint_gate.engine import PolicyEngine
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.pipeline import Gate
+from checkpoint_gate.render import CliRenderer, KubernetesValidator, SdkRenderer
 from checkpoint_testenv import binaries
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
+from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
 
 CI_VALUES = sorted(CI_VALUES_DIR.glob("*-values.yaml"))
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from checkpoint_runtime.gate.engine import Level, PolicyEngine
-from checkpoint_runtime.gate.render import SdkRenderer
+from checkpoint_gate.engine import Level, PolicyEngine
+from checkpoint_gate.render import SdkRenderer
 
 CM_VERBS = 'verbs: ["get", "list", "update", "create"]'
 LEASE_PIN = '    resourceNames: [{{ include "checkpoint-runtime.leaseName" . | quote }}]\n'

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from render_helpers import matrix_params
 from values_strategies import renderable_values_documents
 
-from checkpoint_runtime.gate.engine import Level, Mode, PolicyEngine, Verdict
-from checkpoint_runtime.gate.paths import CHART_DIR, POLICY_DIR
-from checkpoint_runtime.gate.render import (
+from checkpoint_gate.engine import Level, Mode, PolicyEngine, Verdict
+from checkpoint_gate.paths import CHART_DIR, POLICY_DIR
+from checkpoint_gate.render import (
     CliRenderer,
     Manifest,
     SdkRenderer,

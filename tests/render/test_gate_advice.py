@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint_runtime.gate.engine import Level
-from checkpoint_runtime.gate.pipeline import Gate
+from checkpoint_gate.engine import Level
+from checkpoint_gate.pipeline import Gate
 
 CLAIM = {"existingClaim": "checkpoint-data"}
 FLOWLOGS = {"kind": "flowlogs", "url": "http://flows.example:8080/v1/flows"}

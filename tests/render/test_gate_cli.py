@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from render_helpers import CI_VALUES
 
+from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime.cli import main
-from checkpoint_runtime.gate.paths import CHART_DIR
 
 
 def broken_chart(tmp_path: Path) -> Path:

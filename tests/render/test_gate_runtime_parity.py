@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint_runtime.gate.pipeline import CHECK_RUNTIME, Gate
-from checkpoint_runtime.gate.runtime_check import rendered_config, values_key
+from checkpoint_gate.pipeline import CHECK_RUNTIME, Gate
+from checkpoint_gate.runtime_check import rendered_config, values_key
 
 COMMAND = Path(sys.executable).with_name("checkpoint-runtime")
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from checkpoint_runtime.gate.goyaml import GoYamlLoader
-from checkpoint_runtime.gate.render import RenderError, documents
+from checkpoint_gate.goyaml import GoYamlLoader
+from checkpoint_gate.render import RenderError, documents
 from checkpoint_testenv import policytools
 
 PLAIN_SCALARS = [

@@ -6,16 +6,18 @@ tests here show that the checks around them fail when they should.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from opapywasm import OpaBuiltinError
 
-from checkpoint_runtime.gate.engine import ENGINE_RULE, Level, PolicyEngine
-from checkpoint_runtime.gate.paths import POLICY_DIR
-from checkpoint_runtime.gate.pipeline import CHECK_POLICY, Gate
+from checkpoint_gate.engine import ENGINE_RULE, HOST_BUILTINS, Level, PolicyEngine
+from checkpoint_gate.paths import POLICY_DIR
+from checkpoint_gate.pipeline import CHECK_POLICY, Gate
 from checkpoint_testenv import policytools
 from checkpoint_testenv.binaries import REPO_ROOT
 
@@ -132,8 +134,8 @@ def test_input_the_engine_cannot_take_is_a_finding_for_each_document_and_mode() 
     with a named ENGINE deny, not a traceback."""
     import datetime
 
-    from checkpoint_runtime.gate.engine import COMBINED_LABEL
-    from checkpoint_runtime.gate.render import Manifest
+    from checkpoint_gate.engine import COMBINED_LABEL
+    from checkpoint_gate.render import Manifest
 
     odd = Manifest(
         "t.yaml",
@@ -145,3 +147,34 @@ def test_input_the_engine_cannot_take_is_a_finding_for_each_document_and_mode() 
         (ENGINE_RULE, COMBINED_LABEL, "<release>"),
     }
     assert all(v.level is Level.DENY and "JSON" in v.message for v in verdicts)
+
+
+def test_host_builtins_match_opa_and_refuse_what_they_cannot_do() -> None:
+    """crypto.sha256 and regex.replace, which OPA's Wasm target leaves to the host: the answers
+    of the pinned OPA for what the policies use, a named error (never a wrong answer) otherwise."""
+    sha256, replace = HOST_BUILTINS["crypto.sha256"], HOST_BUILTINS["regex.replace"]
+    cases = {
+        "sha": ("crypto.sha256", ["lease\u0000corp/objectstore/audit"]),
+        "runs": ("regex.replace", ["A_b..c--d.-x", "[-.]{2,}", "-"]),
+        "class": ("regex.replace", ["Corp.Example/Feed_1 x", "[^a-z0-9.-]+", "-"]),
+    }
+    query = (
+        "{"
+        + ", ".join(
+            f'"{name}": {builtin}({", ".join(json.dumps(arg) for arg in args)})'
+            for name, (builtin, args) in cases.items()
+        )
+        + "}"
+    )
+    completed = subprocess.run(
+        [str(policytools.opa()), "eval", "--format", "raw", query],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    expected = json.loads(completed.stdout)
+    assert {name: HOST_BUILTINS[b](*args) for name, (b, args) in cases.items()} == expected
+    with pytest.raises(OpaBuiltinError, match="group expansion"):
+        replace("ab", "(a)", "$1")
+    with pytest.raises(OpaBuiltinError, match="bad pattern"):
+        replace("ab", "(", "-")
+    with pytest.raises(OpaBuiltinError, match="must be a string"):
+        sha256(3)

@@ -19,10 +19,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from values_strategies import renderable_values_documents, values_documents
 
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.pipeline import CHECK_RUNTIME, Gate
+from checkpoint_gate.runtime_check import rendered_config
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.pipeline import CHECK_RUNTIME, Gate
-from checkpoint_runtime.gate.runtime_check import rendered_config
 from checkpoint_runtime.runtime import startup
 
 GATE = Gate()  # compiled once for all examples (a fixture cannot feed @given's settings)

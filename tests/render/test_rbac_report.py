@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from checkpoint_runtime.gate.report import (
+from checkpoint_gate.report import (
     PURPOSES,
     REPORT_PATH,
     render_report,

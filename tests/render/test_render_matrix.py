@@ -8,9 +8,9 @@ import pytest
 import yaml
 from render_helpers import matrix_params
 
-from checkpoint_runtime.gate.engine import Level, Mode, PolicyEngine
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.render import (
+from checkpoint_gate.engine import Level, Mode, PolicyEngine
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.render import (
     CliRenderer,
     KubernetesValidator,
     Manifest,

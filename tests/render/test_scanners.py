@@ -2,7 +2,8 @@
 
 Every render of the matrix (helm template, what users install) must be clean: each check a
 scanner fails is either fixed in the chart or suppressed by the manifest itself, in the
-annotation the scanner reads, with a reason, and listed with that reason in docs/scanners.md.
+annotation the scanner reads, with a reason, and listed with that reason in docs/scanners.md;
+and no exception is carried where nothing would fail.
 Broken copies of the chart prove that the scanners run and that the suppressions are the only
 thing standing between the chart and a finding.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +21,13 @@ from pathlib import Path
 import pytest
 from render_helpers import MATRIX, patched_chart
 
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.render import CliRenderer, RenderError
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.render import CliRenderer, RenderError
 from checkpoint_testenv import scanners
 from checkpoint_testenv.binaries import REPO_ROOT
-from checkpoint_testenv.scanners import Report
+from checkpoint_testenv.scanners import Report, render_release, scan_folder
 
 DOC = REPO_ROOT / "docs" / "scanners.md"
-# What checkov records for a skip annotation without "=<reason>".
-CHECKOV_NO_REASON = "No comment provided"
 SECURITY_CONTEXT = '{{- include "checkpoint-runtime.containerSecurityContext" . | nindent 12 }}'
 
 
@@ -34,45 +35,18 @@ def case_name(matrix_name: str) -> str:
     return matrix_name.removesuffix("-values.yaml")
 
 
-def render_into(folder: Path, renderer: CliRenderer, case: str, values: dict[str, object]) -> Path:
-    """One release per file: its own release name and namespace, so that the scanners, which
-    link objects across files (a NetworkPolicy to the pods it selects), never mix two cases."""
-    path = folder / f"{case}.yaml"
-    path.write_text(renderer.render_text(values, release=case, namespace=f"ns-{case}"))
-    return path
-
-
-def scan(folder: Path) -> dict[str, Report]:
-    """checkov once over the folder, kube-score on each file: one Report per file name."""
-    together = scanners.checkov(folder)
-    reports = {}
-    for path in sorted(folder.glob("*.yaml")):
-        alone = scanners.kube_score(path)
-        reports[path.name] = Report(
-            [f for f in together.findings if f.file == path.name] + alone.findings,
-            [s for s in together.suppressions if s.file == path.name] + alone.suppressions,
-        )
-    return reports
-
-
-def unexplained(report: Report) -> list[str]:
-    """Every finding, and every suppression that gives no reason."""
-    problems = [str(finding) for finding in report.findings]
-    problems += [
-        f"{s.scanner} {s.check} {s.file} {s.obj}: suppressed without a reason"
-        for s in report.suppressions
-        if not s.reason.strip() or s.reason == CHECKOV_NO_REASON
-    ]
-    return problems
-
-
 @pytest.fixture(scope="module")
-def matrix_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+def matrix_folder(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("scanned-matrix")
     renderer = CliRenderer(CHART_DIR, helm)
     for name, values in MATRIX:
-        render_into(folder, renderer, case_name(name), values)
-    return scan(folder)
+        render_release(folder, renderer, case_name(name), values)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def matrix_reports(matrix_folder: Path) -> dict[str, Report]:
+    return scan_folder(matrix_folder)
 
 
 @pytest.mark.parametrize("case", [case_name(name) for name, _ in MATRIX])
@@ -80,7 +54,7 @@ def test_the_scanners_find_nothing_unexplained(
     case: str, matrix_reports: dict[str, Report]
 ) -> None:
     report = matrix_reports[f"{case}.yaml"]
-    assert unexplained(report) == []
+    assert report.unexplained() == []
     # Both scanners read this file: each suppresses something on the default pull policy.
     assert {s.scanner for s in report.suppressions} == {"checkov", "kube-score"}
 
@@ -103,6 +77,26 @@ def test_every_exception_is_documented_and_every_documented_one_is_used(
     assert documented.keys() - used == set(), f"listed in {DOC} but never suppressed"
 
 
+# The annotation lines that carry the exceptions in a render.
+EXCEPTION_LINE = re.compile(r"^\s+(checkov\.io/skip\d+|kube-score/ignore): .*\n", re.M)
+
+
+def test_every_exception_is_needed(
+    matrix_folder: Path, matrix_reports: dict[str, Report], tmp_path: Path
+) -> None:
+    """The renders without their exception annotations fail exactly the suppressed checks on
+    exactly the suppressed objects: no exception is carried where nothing would fail."""
+    for path in matrix_folder.glob("*.yaml"):
+        stripped, count = EXCEPTION_LINE.subn("", path.read_text(encoding="utf-8"))
+        assert count > 0, path.name
+        (tmp_path / path.name).write_text(stripped, encoding="utf-8")
+    bare = scan_folder(tmp_path)
+    for name, report in matrix_reports.items():
+        suppressed = {(s.scanner, s.obj, s.check) for s in report.suppressions}
+        failed = {(f.scanner, f.obj, f.check) for f in bare[name].findings}
+        assert failed == suppressed, name
+
+
 def test_a_pinned_digest_and_pull_policy_always_need_no_exception(
     helm: Path, tmp_path: Path
 ) -> None:
@@ -110,9 +104,9 @@ def test_a_pinned_digest_and_pull_policy_always_need_no_exception(
     asks for Always gets a manifest without them, and it still scans clean."""
     digest = "sha256:" + "a" * 64
     values = {"image": {"digest": digest, "pullPolicy": "Always"}}
-    render_into(tmp_path, CliRenderer(CHART_DIR, helm), "pinned", values)
-    (report,) = scan(tmp_path).values()
-    assert unexplained(report) == []
+    render_release(tmp_path, CliRenderer(CHART_DIR, helm), "pinned", values)
+    (report,) = scan_folder(tmp_path).values()
+    assert report.unexplained() == []
     suppressed = {s.check for s in report.suppressions}
     image_checks = {"CKV_K8S_43", "CKV_K8S_15", "container-image-pull-policy"}
     assert suppressed & image_checks == set()
@@ -175,16 +169,16 @@ def broken_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
             broken.old,
             broken.new,
         )
-        render_into(renders, CliRenderer(chart, helm), name, {})
-    return scan(renders)
+        render_release(renders, CliRenderer(chart, helm), name, {})
+    return scan_folder(renders)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_broken_chart_fails_the_scanners(variant: str, broken_reports: dict[str, Report]) -> None:
     report = broken_reports[f"{variant}.yaml"]
     found = {(finding.scanner, finding.check) for finding in report.findings}
-    assert VARIANTS[variant].expected <= found, unexplained(report)
-    assert unexplained(report) != []
+    assert VARIANTS[variant].expected <= found, report.unexplained()
+    assert report.unexplained() != []
 
 
 def test_a_suppression_without_a_reason_is_a_problem(
@@ -200,10 +194,10 @@ def test_a_suppression_without_a_reason_is_a_problem(
     chart = chart_copy("_scanners.tpl", KUBE_SCORE_REASON, "# {{ index . 0 }}")
     renders = tmp_path / "renders"
     renders.mkdir()
-    render_into(renders, CliRenderer(chart, helm), "no-reason", {})
-    (report,) = scan(renders).values()
+    render_release(renders, CliRenderer(chart, helm), "no-reason", {})
+    (report,) = scan_folder(renders).values()
     assert report.findings == []
-    problems = unexplained(report)
+    problems = report.unexplained()
     assert len(problems) == len(report.suppressions)
     assert {s.scanner for s in report.suppressions} == {"checkov", "kube-score"}
     assert all(problem.endswith("suppressed without a reason") for problem in problems)
@@ -216,7 +210,7 @@ def test_checkov_runs_without_a_network(
     reports exactly what it reports with the machine's network."""
     unshare = shutil.which("unshare")
     assert unshare, "unshare (util-linux) is missing: apt-get install util-linux"
-    render_into(tmp_path, CliRenderer(CHART_DIR, helm), "defaults", {})
+    render_release(tmp_path, CliRenderer(CHART_DIR, helm), "defaults", {})
     offline = scanners.checkov(tmp_path, wrapper=(unshare, "--net"))
     online = matrix_reports["defaults.yaml"]
     assert offline.findings == []
@@ -232,4 +226,33 @@ def test_a_reason_checkov_cannot_read_is_refused_at_render(
     old = "through the API server"
     chart = chart_copy("_scanners.tpl", old, "through the API server (verbs=get,update)")
     with pytest.raises(RenderError, match='CKV_K8S_38 exception contains "="'):
-        render_into(tmp_path, CliRenderer(chart, helm), "equals", {})
+        render_release(tmp_path, CliRenderer(chart, helm), "equals", {})
+
+
+SCAN_SCRIPT = REPO_ROOT / "scripts" / "scan.py"
+
+
+def run_scan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCAN_SCRIPT), *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_the_scan_script_lists_each_exception_with_its_reason(tmp_path: Path) -> None:
+    values = tmp_path / "mine.yaml"
+    values.write_text("checkpoint:\n  store: file\n")
+    scanned = run_scan("-f", str(values), "--set", "image.pullPolicy=Always")
+    assert scanned.returncode == 0, scanned.stderr
+    lines = scanned.stdout.splitlines()
+    assert lines[0] == f"values.yaml: {len(lines) - 1} exception(s), 0 unexplained"
+    assert "  exception kube-score deployment-strategy Deployment/values-checkpoint-runtime: " + (
+        "the file store has no leader election"
+    ) in "\n".join(lines)
+    assert not any("CKV_K8S_15" in line or "CKV_K8S_38" in line for line in lines)
+
+
+def test_the_scan_script_names_a_bad_values_file(tmp_path: Path) -> None:
+    scanned = run_scan("-f", str(tmp_path / "missing.yaml"))
+    assert scanned.returncode == 2
+    assert scanned.stderr.startswith("error: ValuesFileError: ")
+    assert "missing.yaml: cannot read it" in scanned.stderr

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.render import CliRenderer, RenderError, SdkRenderer, ValuesSchema
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.render import CliRenderer, RenderError, SdkRenderer, ValuesSchema
 
 # values -> the key path the failure must name
 INVALID: dict[str, tuple[dict[str, Any], str]] = {
@@ -75,7 +75,7 @@ def test_one_violation_per_failing_field_naming_it(
 
 
 def test_the_gate_reports_a_schema_error_once(sdk: SdkRenderer) -> None:
-    from checkpoint_runtime.gate.pipeline import Gate
+    from checkpoint_gate.pipeline import Gate
 
     result = Gate().run(INVALID["tailnet-not-a-string"][0])
     assert [(f.check, f.obj) for f in result.findings] == [

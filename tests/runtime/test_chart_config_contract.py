@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from checkpoint_runtime import projection
-from checkpoint_runtime.runtime.settings import parse
+from checkpoint_runtime.runtime import projection
+from checkpoint_runtime.runtime.settings import configured_shards, parse
 from checkpoint_testenv import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +67,16 @@ def test_every_ci_values_file_renders_a_config_the_runtime_accepts(
         )
     else:
         assert settings.store.path == checkpoint.get("file", {}).get("path", settings.store.path)
+    # rbac.scope=names: the runtime reads exactly its collectors' shards by name, no list
+    names = chart_values.get("rbac", {}).get("scope") == "names"
+    assert settings.store.discovery == ("names" if names else "labels")
+    expected = [c.namespace for c in settings.collectors] if names else None
+    assert configured_shards(settings) == expected
+
+
+def test_only_the_kubernetes_backend_discovers_by_name() -> None:
+    file_store = {"store": {"backend": "file", "path": "/x", "discovery": "names"}}
+    assert configured_shards(parse(file_store)) is None
+    kubernetes = {"store": {"backend": "kubernetes", "discovery": "names"}, "collectors": []}
+    assert configured_shards(parse(kubernetes)) == []
+    assert configured_shards(parse({"store": {"backend": "kubernetes"}})) is None

@@ -14,12 +14,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from checkpoint_runtime.leaderelection import (
-    ElectionThread,
-    ElectionTimings,
-    KubernetesLeaseLock,
-    LeaderElector,
-)
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
 

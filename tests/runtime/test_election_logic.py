@@ -13,13 +13,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from checkpoint_runtime.election.elector import LeaderElector
+from checkpoint_runtime.election.lease_lock import LeaseRecord, wire_time
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.leaderelection import (
-    ElectionTimings,
-    LeaderElector,
-    LeaseRecord,
-    wire_time,
-)
 
 
 @dataclass

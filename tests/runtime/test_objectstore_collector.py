@@ -11,7 +11,7 @@ import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, object_id, object_name
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 
 class ListSink:

@@ -21,7 +21,7 @@ from checkpoint_runtime.collectors import (
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, object_id, object_name
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.runtime.settings import parse
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import free_port
 from checkpoint_testenv.s3server import S3Server
 

@@ -11,7 +11,7 @@ import pytest
 from runtime_harness import RuntimeProcess, wait_for, write_objects
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 
 def file_config(tmp_path: Path, **store: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from runtime_harness import RuntimeProcess, seen_ids, wait_for, write_kubeconfig
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import OBJECTSTORE_CHUNK_OBJECTS
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.s3server import S3Server
 

@@ -17,8 +17,8 @@ from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import LEGACY_DATA_KEY, SHARD_DATA_KEY
-from checkpoint_runtime.naming import shard_name
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.store.core import Store
 
 LEASE = "cr-checkpoint-runtime"
 LEGACY = "old-checkpoints"

@@ -16,8 +16,8 @@ from store_harness import LEGACY, KubeHarness, open_store
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.errors import ApiRefusedError, WriteUncertainError
-from checkpoint_runtime.legacy import encode_legacy
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.format.legacy import encode_legacy
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 
 FEED = "tn/objectstore/feed-a"

@@ -11,7 +11,9 @@ grant (a list, a get or an update of an unrelated ConfigMap) comes back 403.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,20 +21,23 @@ from kubernetes import client
 from store_harness import LEGACY, KubeHarness, raw_shard
 from test_kubernetes_backend import record_requests, role_allows
 
-from checkpoint_runtime import inspection
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_runtime import cli
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
     ConflictError,
     OversizeError,
     UnconfiguredShardError,
 )
-from checkpoint_runtime.legacy import encode_legacy
-from checkpoint_runtime.naming import shard_name
+from checkpoint_runtime.format.legacy import encode_legacy
+from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import settings as runtime_settings
-from checkpoint_runtime.store import Store
-from checkpoint_runtime.workload import FeedWorkload
+from checkpoint_runtime.store.core import Store
+from checkpoint_testenv import helm
 
 pytestmark = pytest.mark.apiserver
 
@@ -171,23 +176,38 @@ def test_a_list_and_any_other_config_map_are_refused(
 
 
 def test_retired_shards_stay_and_inspect_from_outside_reports_them(
-    kube: KubeHarness, shards: list[str], control_plane: Any
+    kube: KubeHarness,
+    shards: list[str],
+    control_plane: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A shard of a collector no longer configured is neither read nor written by the runtime
-    (it has no right to), and never dropped: an operator's label listing still shows it."""
+    (it has no right to), and never dropped: `inspect --config` with an operator's credentials
+    lists it, marked as owned by no configured collector."""
     admin = KubernetesBackend(control_plane.configuration(), kube.namespace, kube.lease_name)
     try:
         Store.open(admin, writer="earlier-release", epoch=1).batch({f"{RETIRED}/cursor": "kept"})
-        store = open_by_name(kube, shards, "a", 2)
-        assert store.get(f"{RETIRED}/cursor") is None
-        with pytest.raises(UnconfiguredShardError, match=RETIRED):
-            store.set(f"{RETIRED}/cursor", "overwritten")
-        operator = Store.open(admin, writer="inspect", migrate=False)  # what `inspect` does
-        reported = {row["shard"] for row in inspection.report(operator)["shards"]}
-        assert RETIRED in reported
-        assert operator.get(f"{RETIRED}/cursor") == "kept"
     finally:
         admin.close()
+    store = open_by_name(kube, shards, "a", 2)
+    store.batch({f"{FEED}/cursor": "now"})
+    assert store.get(f"{RETIRED}/cursor") is None
+    with pytest.raises(UnconfiguredShardError, match=RETIRED):
+        store.set(f"{RETIRED}/cursor", "overwritten")
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(kube.release.rendered_config))
+    where = ["--config", str(config), "--kubeconfig", str(control_plane.kubeconfig)]
+    assert cli.main(["inspect", *where, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    marks = {row["shard"]: row["configured"] for row in document["shards"]}
+    assert marks == {RETIRED: False, FEED: True}
+    assert document["unconfigured_shards"] == [RETIRED]
+    assert cli.main(["inspect", *where]) == 0
+    table = capsys.readouterr().out
+    assert f"1 shard(s) of collectors not in the config: {RETIRED} (kept, never deleted" in table
+    assert "CONFIGURED" in table.splitlines()[0]
 
 
 def test_legacy_rows_of_unconfigured_collectors_are_refused_before_any_write(
@@ -200,3 +220,38 @@ def test_legacy_rows_of_unconfigured_collectors_are_refused_before_any_write(
     assert "nothing was migrated" in str(refused.value)
     assert kube.object_names() == []
     assert kube.legacy(LEGACY) == (value, {})
+
+
+def test_helm_upgrade_adding_a_collector_extends_the_pinned_names(
+    kube: KubeHarness, shards: list[str], control_plane: Any, tmp_path: Path
+) -> None:
+    """Before the upgrade the new collector's shard is out of the Role's reach (its get is
+    refused); `helm upgrade` with the collector added pins its name, and the store configured
+    with it then reads and writes it (the render tests show Helm applies the Role first)."""
+    added = "tn2/objectstore/feed-b"
+    with pytest.raises(ApiRefusedError) as before:
+        kube.backend().read_shard(added, Deadline(30))
+    assert before.value.status == 403
+
+    values = json.loads(json.dumps(VALUES))
+    values["checkpoint"]["collectors"].append(
+        {"kind": "objectstore", "tailnet": "tn2", "feed": "feed-b", "url": "file:///g"}
+    )
+    values_file = tmp_path / "upgrade-values.json"
+    values_file.write_text(json.dumps(values))
+    chart = str(CHART_DIR)
+    release = kube.release
+    helm.run(control_plane, "upgrade", release.name, chart, "--namespace", release.namespace,
+             "--values", str(values_file))  # fmt: skip
+
+    upgraded = runtime_settings.configured_shards(
+        runtime_settings.parse(
+            helm.read_rendered_config(control_plane, release.namespace, f"{kube.lease_name}-config")
+        )
+    )
+    assert upgraded is not None
+    assert sorted(upgraded) == sorted([*shards, added])
+    store = open_by_name(kube, upgraded, "a", 1)
+    store.batch({f"{added}/cursor": "first"})  # create
+    store.batch({f"{added}/cursor": "second"})  # update, by the pinned name
+    assert open_by_name(kube, upgraded, "b", 2).get(f"{added}/cursor") == "second"

@@ -10,10 +10,10 @@ import zlib
 import pytest
 from store_harness import Harness, RawObject, open_store, raw_shard
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.constants import ANNOTATION_SHARD_KEY, CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError
-from checkpoint_runtime.naming import shard_labels, shard_name
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.naming import shard_labels, shard_name
 
 FEED = "tn/objectstore/feed-a"
 ROWS = {f"{FEED}/cursor": "c", f"{FEED}/seen/aWQx": "2026-03-01T00:00:00.000000001Z"}

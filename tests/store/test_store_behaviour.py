@@ -18,7 +18,7 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT,
 )
 from checkpoint_runtime.errors import ConflictError, EpochFencedError, KeyGrammarError
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 FEED = "tn/objectstore/feed-a"
 OTHER_FEED = "tn/objectstore/feed-b"
@@ -182,7 +182,7 @@ def test_flush_persists_every_dirty_shard(harness: Harness) -> None:
 
 
 def test_unlabeled_object_on_a_shard_name_is_a_conflict_not_a_merge(harness: Harness) -> None:
-    from checkpoint_runtime.naming import shard_name
+    from checkpoint_runtime.format.naming import shard_name
 
     harness.put_raw(shard_name(harness.lease_name, FEED), RawObject({}, {}, b"squatter"))
     store = open_store(harness)  # discovery does not pick the unlabeled object up

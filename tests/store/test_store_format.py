@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from store_harness import Harness, RawObject, open_store, raw_shard
 
-from checkpoint_runtime import codec, codec_v1
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
     ANNOTATION_FORMAT,
@@ -32,9 +31,10 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError
-from checkpoint_runtime.gzipmembers import gunzip_members
-from checkpoint_runtime.naming import shard_labels, shard_name
-from checkpoint_runtime.workload import FeedWorkload
+from checkpoint_runtime.format import codec, codec_v1
+from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format.naming import shard_labels, shard_name
+from checkpoint_runtime.format.reference_rows import FeedWorkload
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "v1-shards.json").read_text())
 FEED = "tn/objectstore/feed-a"

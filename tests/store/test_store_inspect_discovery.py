@@ -14,7 +14,7 @@ from store_harness import Harness, open_store
 from test_store_cli import store_arguments
 
 from checkpoint_runtime import cli
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 ROWS = {"tn/flowlogs/cursor": "2026-03-01T00:00:00.000000001Z"}
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from store_harness import LEGACY, FileHarness, Harness, RawObject, open_store
 
-from checkpoint_runtime import migration
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.constants import ANNOTATION_LEGACY_DIGEST, ANNOTATION_MIGRATED
 from checkpoint_runtime.deadline import Deadline
@@ -21,9 +20,10 @@ from checkpoint_runtime.errors import (
     LegacyConflictError,
     LegacyFormatError,
 )
-from checkpoint_runtime.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.store import Store
-from checkpoint_runtime.workload import CONFIGURATIONS
+from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.reference_rows import CONFIGURATIONS
+from checkpoint_runtime.store import migration
+from checkpoint_runtime.store.core import Store
 
 ROWS = CONFIGURATIONS[1].rows(seen_rows=300)  # three feeds and a flowlogs collector
 SHARDS = 4
@@ -192,7 +192,7 @@ def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_before_any_write(
     """File backend only: a legacy ConfigMap is itself capped at 1 MiB, so on the API server
     a legacy value cannot hold a shard that would not fit."""
     from checkpoint_runtime.errors import OversizeError
-    from checkpoint_runtime.workload import FeedWorkload
+    from checkpoint_runtime.format.reference_rows import FeedWorkload
 
     harness = FileHarness(tmp_path / "checkpoints")
     huge = FeedWorkload("tailnet-1/objectstore/huge", 40_000, "uuid").rows

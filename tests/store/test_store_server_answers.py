@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 from store_harness import KubeHarness, open_store
 
-from checkpoint_runtime import retry
+from checkpoint_runtime.backends import retry
 from checkpoint_runtime.errors import ApiRefusedError, ConflictError, WriteUncertainError
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy, ProxyEvent
 
 FEED = "tn/objectstore/feed-a"

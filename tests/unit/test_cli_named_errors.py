@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 COMMAND = Path(sys.executable).with_name("checkpoint-runtime")
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+import checkpoint_gate
 from checkpoint_runtime import cli
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import ConfigError, ConflictError, WriteUncertainError
 
 HEAVY = (
     "kubernetes",
@@ -51,7 +52,7 @@ def test_top_level_help_imports_no_subcommand_and_no_heavy_dependency() -> None:
         "    pass\n"
         f"heavy = {HEAVY!r}\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
-        "loaded += sorted(m for m in sys.modules if m.startswith('checkpoint_runtime.gate'))\n"
+        "loaded += sorted(m for m in sys.modules if m.startswith('checkpoint_gate'))\n"
         "print('LOADED', loaded)\n"
     )
     result = subprocess.run(
@@ -108,6 +109,36 @@ def test_an_unexpected_error_prints_one_named_line_and_exits_3(
     assert cli.TRACEBACK_ENV in err
     assert "Traceback" not in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("inner", "code", "prefix"),
+    [
+        pytest.param(ConflictError("b", "resourceVersion changed"), 2, "error: ", id="named"),
+        pytest.param(ZeroDivisionError("by zero"), 3, "error: unexpected ", id="unexpected"),
+    ],
+)
+def test_a_group_of_errors_prints_every_grouped_error_on_its_own_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    inner: Exception,
+    code: int,
+    prefix: str,
+) -> None:
+    def fail() -> int:
+        nested = ExceptionGroup("inner group", [inner])
+        raise ExceptionGroup("2 of 2 shard(s) failed", [WriteUncertainError("a", "lost"), nested])
+
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    fake_command(monkeypatch, fail)
+    assert cli.main(["boom"]) == code
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{prefix}ExceptionGroup: 2 of 2 shard(s) failed")
+    assert lines[1:] == [
+        "  WriteUncertainError: shard 'a': write outcome unknown: lost",
+        "  ExceptionGroup: inner group",
+        f"    {type(inner).__name__}: {inner}",
+    ]
 
 
 def test_the_traceback_env_var_adds_the_traceback(
@@ -188,7 +219,7 @@ def test_every_module_the_gate_imports_from_its_extra_is_known_to_belong_to_it()
         if re.search(r"extra == ['\"]gate['\"]", requirement)
     }
     assert extra_dists
-    gate_dir = Path(cli.__file__).parent / "gate"
+    gate_dir = Path(checkpoint_gate.__file__).parent
     imported: set[str] = set()
     for source in gate_dir.glob("*.py"):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint_runtime import codec, codec_v1
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT_V1
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
-from checkpoint_runtime.workload import FeedWorkload, flowlogs_rows
+from checkpoint_runtime.format import codec, codec_v1
+from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
 
 SHARD = "tn/objectstore/feed"
 SCHEMA = json.loads(

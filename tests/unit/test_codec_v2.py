@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint_runtime import codec, codec_v1
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
-from checkpoint_runtime.gzipmembers import gunzip_members, gzip_fast
-from checkpoint_runtime.workload import FeedWorkload
+from checkpoint_runtime.format import codec, codec_v1
+from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
+from checkpoint_runtime.format.reference_rows import FeedWorkload
 
 SHARD = "tn/objectstore/feed"
 SCHEMA = json.loads(

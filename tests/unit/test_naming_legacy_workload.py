@@ -10,9 +10,9 @@ import pytest
 
 from checkpoint_runtime.constants import MAX_DNS_SUBDOMAIN
 from checkpoint_runtime.errors import LegacyFormatError
-from checkpoint_runtime.legacy import decode_legacy, encode_legacy, legacy_digest
-from checkpoint_runtime.naming import is_dns_subdomain, shard_labels, shard_name, store_label
-from checkpoint_runtime.workload import CONFIGURATIONS, FeedWorkload
+from checkpoint_runtime.format.legacy import decode_legacy, encode_legacy, legacy_digest
+from checkpoint_runtime.format.naming import is_dns_subdomain, shard_labels, shard_name, store_label
+from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, FeedWorkload
 
 LEGACY_SCHEMA = json.loads(
     (Path(__file__).parents[2] / "schemas" / "legacy.schema.json").read_text()

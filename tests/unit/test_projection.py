@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from checkpoint_runtime import cli, projection
+from checkpoint_runtime import cli
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.runtime import projection
 from checkpoint_runtime.runtime.settings import parse
 
 

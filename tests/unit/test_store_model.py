@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 SHARDS = ["tn/objectstore/a", "tn/objectstore/b", "flowlogs"]
 KEYS = st.one_of(

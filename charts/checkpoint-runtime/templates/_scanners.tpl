@@ -41,8 +41,9 @@ Call with (list $ "runtime") for the Deployment or (list $ "test") for the `helm
 {{- if $secretEnv }}
 {{- $checkov = append $checkov (list "CKV_K8S_35" "extraEnv or envFrom puts Secret values in the environment as asked: the S3 client reads its credentials from there (or from workload identity); mount the Secret with extraVolumes where a client reads files") }}
 {{- end }}
-{{- if not $values.podDisruptionBudget.enabled }}
-{{- $kubeScore = append $kubeScore (list "deployment-has-poddisruptionbudget" "podDisruptionBudget.enabled is false (the default, like every optional object): with the kubernetes store a standby replica takes over the Lease when the leader is evicted; enable it to bound voluntary disruptions") }}
+{{- /* kube-score asks for a budget only where two or more replicas run. */}}
+{{- if and (include "checkpoint-runtime.kubernetesStore" $root) (ge (int $values.replicaCount) 2) (not $values.podDisruptionBudget.enabled) }}
+{{- $kubeScore = append $kubeScore (list "deployment-has-poddisruptionbudget" "podDisruptionBudget.enabled is false (the default, like every optional object): a standby replica takes over the Lease when the leader is evicted; enable it to bound voluntary disruptions") }}
 {{- end }}
 {{- if not (include "checkpoint-runtime.kubernetesStore" $root) }}
 {{- $reason := "the file store has no leader election: exactly one writer, so one replica, replaced by Recreate and never two during a rollout" }}

@@ -14,9 +14,9 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError, KeyGrammarError
-from checkpoint_runtime.keys import validate_shard_key
-from checkpoint_runtime.legacy import LegacyState
-from checkpoint_runtime.naming import shard_labels, shard_name
+from checkpoint_runtime.format.keys import validate_shard_key
+from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.naming import shard_labels, shard_name
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from checkpoint_runtime.errors import (
     NoStoreError,
     StorePathError,
 )
-from checkpoint_runtime.legacy import LegacyState
-from checkpoint_runtime.naming import shard_labels, shard_name
+from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.naming import shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
 

@@ -7,7 +7,7 @@ Rules this module enforces:
   409 Conflict and AlreadyExists are told apart by the Status body's `reason`;
 - uncertain outcomes (5xx, 429, transport errors after sending) are resolved by reading the
   shard back and recognising our write id; an unchanged resourceVersion means nothing
-  committed and the identical write is sent again after a pause (checkpoint_runtime.retry:
+  committed and the identical write is sent again after a pause (checkpoint_runtime.backends.retry:
   jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
 - every request's timeout is bounded by the operation's remaining deadline.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,8 +26,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
-    ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_LEASE,
     ANNOTATION_MIGRATED,
     ANNOTATION_ROWS,
@@ -47,9 +48,8 @@ from checkpoint_runtime.errors import (
     OversizeError,
     WriteUncertainError,
 )
-from checkpoint_runtime.legacy import LegacyState
-from checkpoint_runtime.naming import label_selector, shard_labels, shard_name
-from checkpoint_runtime.retry import Backoff
+from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
 
@@ -151,9 +151,9 @@ class KubernetesBackend:
                 return None
             raise self._refused(f"reading ConfigMap {name}", error) from None
 
-    def _refused(self, what: str, error: ApiException) -> ApiRefusedError:
+    def _refused(self, what: str, error: ApiException, shard: str | None = None) -> ApiRefusedError:
         status = int(error.status or 0)
-        return ApiRefusedError(what, status, _status_reason(error), _status_message(error))
+        return ApiRefusedError(what, status, _status_reason(error), _status_message(error), shard)
 
     def _stored(self, item: Any, expected_shard: str | None = None) -> StoredShard:
         meta = item.metadata
@@ -257,12 +257,32 @@ class KubernetesBackend:
             return ConflictError(write.shard, f"{detail} ({_status_message(error)})")
         too_long = any(marker in _status_message(error) for marker in _TOO_LONG_MARKERS)
         if error.status == 413 or (error.status == 422 and too_long):
-            size = int(write.annotations.get(ANNOTATION_COMPRESSED_BYTES, len(write.blob)))
-            rows = int(write.annotations.get(ANNOTATION_ROWS, 0))
-            return OversizeError(write.shard, size, CONFIGMAP_VALUE_LIMIT, rows)
+            return self._server_oversize(write, error)
         if error.status == 404:
             return ConflictError(write.shard, "the shard was removed")
-        return self._refused(f"writing shard {write.shard!r}", error)
+        return self._refused(f"writing shard {write.shard!r}", error, write.shard)
+
+    def _server_oversize(self, write: ShardWrite, error: ApiException) -> OversizeError:
+        """The server's own size refusal (413, or 422 too long): its message and limit, and the
+        size of what it measured (the request body, the annotations or the values)."""
+        message = _status_message(error)
+        answer = f"{error.status} {_status_reason(error) or error.reason}: {message}"
+        limits = re.findall(r"(?:more than|at most|limit is) (\d+)", message)
+        limit = int(limits[-1]) if limits else CONFIGMAP_VALUE_LIMIT
+        if error.status == 413:
+            body = self.api_client.sanitize_for_serialization(  # type: ignore[no-untyped-call]
+                self._body(write, None)
+            )
+            measured, size = "the request body", len(json.dumps(body).encode("utf-8"))
+        elif "metadata.annotations" in message:
+            measured = "the annotations"
+            size = sum(len(k.encode()) + len(v.encode()) for k, v in write.annotations.items())
+        else:
+            measured, size = "the shard value", len(write.blob)
+        rows = int(write.annotations.get(ANNOTATION_ROWS, 0))
+        return OversizeError(
+            write.shard, size, limit, rows, server_answer=answer, measured=measured
+        )
 
     def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> WriteResult:
         try:

@@ -29,7 +29,7 @@ from checkpoint_runtime.constants import (
     DEFAULT_REPLAY_WINDOW_SECONDS,
     FLOWLOGS_REQUEST_TIMEOUT_SECONDS,
 )
-from checkpoint_runtime.keys import collector_namespace
+from checkpoint_runtime.format.keys import collector_namespace
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from checkpoint_runtime.constants import (
     S3_READ_TIMEOUT_SECONDS,
 )
 from checkpoint_runtime.errors import ConfigError, MissingExtraError
-from checkpoint_runtime.keys import collector_namespace
+from checkpoint_runtime.format.keys import collector_namespace
 
 log = logging.getLogger(__name__)
 

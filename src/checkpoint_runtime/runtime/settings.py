@@ -35,9 +35,9 @@ from checkpoint_runtime.constants import (
     RETRY_PERIOD_SECONDS,
     RUNTIME_CONFIG_SCHEMA,
 )
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.keys import collector_namespace
-from checkpoint_runtime.leaderelection import ElectionTimings
+from checkpoint_runtime.format.keys import collector_namespace
 from checkpoint_runtime.resources import schema_file
 
 EMBEDDED_DEFAULT: dict[str, Any] = {

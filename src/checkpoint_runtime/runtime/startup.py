@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint_runtime import projection
-from checkpoint_runtime.projection import ShardProjection
+from checkpoint_runtime.runtime import projection
+from checkpoint_runtime.runtime.projection import ShardProjection
 from checkpoint_runtime.runtime.settings import RuntimeSettings, parse
 
 

@@ -5,11 +5,11 @@ Reading only: the store is opened without migration, so inspecting never writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store.core import Store
 
 
 def shard_report(store: Store) -> list[dict[str, Any]]:
@@ -39,15 +39,34 @@ def shard_report(store: Store) -> list[dict[str, Any]]:
     return rows
 
 
-def report(store: Store) -> dict[str, Any]:
+def report(store: Store, configured: Collection[str] | None = None) -> dict[str, Any]:
+    """The store's shards; with `configured` (the config's collector namespaces) each shard says
+    whether a collector of that config owns it, and the others are listed apart."""
     shards = shard_report(store)
-    return {
+    document: dict[str, Any] = {
         "store": store.backend.describe(),
         "limit_bytes": CONFIGMAP_VALUE_LIMIT,
         "shard_count": len(shards),
         "total_compressed_bytes": sum(s["compressed_bytes"] for s in shards),
         "shards": shards,
     }
+    if configured is not None:
+        for shard in shards:
+            shard["configured"] = shard["shard"] in configured
+        document["unconfigured_shards"] = [s["shard"] for s in shards if not s["configured"]]
+    return document
+
+
+def unconfigured_note(document: dict[str, Any]) -> str:
+    """The line `inspect --config` prints about shards no configured collector owns."""
+    unconfigured = document.get("unconfigured_shards") or []
+    if not unconfigured:
+        return ""
+    return (
+        f"{len(unconfigured)} shard(s) of collectors not in the config: "
+        f"{', '.join(unconfigured)} (kept, never deleted; a runtime that discovers its shards "
+        "by name, store.discovery=names, neither reads nor writes them)"
+    )
 
 
 COLUMNS = (
@@ -61,9 +80,12 @@ COLUMNS = (
     ("epoch", "EPOCH"),
     ("writer", "WRITER"),
 )
+CONFIGURED_COLUMN = ("configured", "CONFIGURED")
 
 
 def _cell(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if key == "headroom_ratio":
         return f"{value * 100:.1f}"
     return str(value)

@@ -14,9 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
@@ -34,7 +32,6 @@ from checkpoint_runtime.constants import (
     PERSIST_CONCURRENCY,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.coordination import Stamp, check_not_fenced
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ConflictError,
@@ -45,51 +42,12 @@ from checkpoint_runtime.errors import (
     UnencodableTextError,
     WriteUncertainError,
 )
-from checkpoint_runtime.keys import shard_key
-from checkpoint_runtime.metrics import StoreMetrics
-
-
-@dataclass
-class ShardState:
-    """One shard in memory, with what is known of its stored copy."""
-
-    key: str
-    rows: dict[str, str] = field(default_factory=dict)
-    version: str | None = None
-    """Version of the stored copy we last saw; None if it does not exist yet."""
-    stamp: Stamp = field(default_factory=lambda: Stamp(0, ""))
-    legacy_digest: str | None = None
-    generation: int = 0
-    persisted_generation: int = 0
-    dirty_since: float | None = None
-    raw_bytes: int = 0
-    compressed_bytes: int = 0
-    base: codec.Base | None = None
-    """The stored base member a delta can be written against (None: the next write is whole)."""
-    base_prior: dict[str, str | None] | None = None
-    """Every row changed since `base` was written, with its value in the base (None: absent)."""
-    inflight_prior: dict[str, str | None] | None = None
-    """While a new base is being written: rows changed since its snapshot, as `base_prior`."""
-
-    def note_change(self, key: str, old: str | None) -> None:
-        """Record the value a row had before its first change since the base (and since the
-        snapshot of a base being written)."""
-        if self.base_prior is not None and key not in self.base_prior:
-            self.base_prior[key] = old
-        if self.inflight_prior is not None and key not in self.inflight_prior:
-            self.inflight_prior[key] = old
-
-    @property
-    def dirty(self) -> bool:
-        return self.generation != self.persisted_generation
-
-
-def _copy(state: ShardState) -> ShardState:
-    copied = {**state.__dict__, "rows": dict(state.rows)}
-    for name in ("base_prior", "inflight_prior"):
-        if copied[name] is not None:
-            copied[name] = dict(copied[name])
-    return ShardState(**copied)
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.store.fencing import Stamp, check_not_fenced
+from checkpoint_runtime.store.metrics import StoreMetrics
+from checkpoint_runtime.store.migration import migrate_on_open
+from checkpoint_runtime.store.shard_state import ShardState, copy_state
 
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
@@ -169,9 +127,6 @@ class Store:
         deadline = store.new_deadline()
         store.load(deadline)
         if migrate:
-            # Imported here: migration builds on Store, and open is its only entry point.
-            from checkpoint_runtime.migration import migrate_on_open
-
             migrate_on_open(store, deadline)
         return store
 
@@ -338,26 +293,29 @@ class Store:
         pool; the writes are I/O), every failure collected into one ExceptionGroup."""
         ordered = sorted(set(keys))
         started = time.perf_counter()
-        errors: list[Exception] = []
+        errors: dict[str, Exception] = {}
         if len(ordered) <= 1:
             for key in ordered:
                 try:
                     self._persist_locked(key, deadline)
                 except Exception as failure:
-                    errors.append(failure)
+                    errors[key] = failure
         else:
             workers = min(PERSIST_CONCURRENCY, len(ordered))
             with ThreadPoolExecutor(workers, thread_name_prefix="checkpoint-persist") as pool:
-                futures = [pool.submit(self._persist_locked, key, deadline) for key in ordered]
-            for future in futures:  # every shard is attempted; failures are collected
+                futures = {key: pool.submit(self._persist_locked, key, deadline) for key in ordered}
+            for key, future in futures.items():  # every shard is attempted; failures collected
                 error = future.exception()
                 if isinstance(error, Exception):
-                    errors.append(error)
+                    errors[key] = error
                 elif error is not None:
                     raise error
         self.metrics.persist_seconds.observe(time.perf_counter() - started)
         if errors:
-            raise ExceptionGroup(f"{len(errors)} shard(s) failed to persist", errors)
+            raise ExceptionGroup(
+                f"{len(errors)} of {len(ordered)} shard(s) failed to persist ({', '.join(errors)})",
+                list(errors.values()),
+            )
 
     def _write_lock(self, key: str) -> threading.Lock:
         with self._lock:
@@ -482,7 +440,7 @@ class Store:
     def shard_states(self) -> dict[str, ShardState]:
         """A snapshot of every shard (copies; for inspect, migration and tests)."""
         with self._lock:
-            return {key: _copy(state) for key, state in self._shards.items()}
+            return {key: copy_state(state) for key, state in self._shards.items()}
 
     def install(self, key: str, rows: Mapping[str, str], legacy_digest: str | None) -> None:
         """Replace a shard's rows wholesale (migration) and mark it dirty."""
@@ -514,41 +472,3 @@ class Store:
     def persist_shards(self, keys: Iterable[str], deadline: Deadline) -> None:
         """Persist the given shards under `deadline` (migration's writes)."""
         self._persist(keys, deadline)
-
-
-class Debouncer:
-    """A background thread calling `persist_due` while `leading()` holds (stop writing as
-    soon as the lease cannot be renewed). The first error goes to `on_error` and ends the
-    loop: the runtime decides, and ends its lifecycle."""
-
-    def __init__(
-        self,
-        store: Store,
-        on_error: Callable[[BaseException], None],
-        interval: float | None = None,
-        leading: Callable[[], bool] = lambda: True,
-    ) -> None:
-        self.store = store
-        self.on_error = on_error
-        self.leading = leading
-        self.interval = interval if interval is not None else max(store.debounce_seconds / 4, 0.05)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="checkpoint-debouncer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.leading():
-                return
-            try:
-                self.store.persist_due()
-            except BaseException as error:  # handed to the runtime, which ends its lifecycle
-                self.on_error(error)
-                return

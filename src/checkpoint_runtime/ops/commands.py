@@ -4,7 +4,9 @@ Each selects a store like the runtime does: from a runtime config (`--config`), 
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
 `inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
 one store it finds there (and lists them when there are several, or says there is none).
-Errors are one line, `error: <ErrorName>: message`: exit 2 for a configuration to fix, 1 else.
+Errors are `error: <ErrorName>: message`, and after a group of errors (a persist of several
+shards) one indented line per grouped error with its shard and cause (an API refusal with its
+HTTP status): exit 2 for a configuration to fix, 1 else.
 """
 
 from __future__ import annotations
@@ -14,21 +16,22 @@ import json
 import sys
 from typing import Any, NamedTuple
 
-from checkpoint_runtime import inspection, migration, projection
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
     PROJECTION_SHAPE,
 )
-from checkpoint_runtime.coordination import Stamp
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
-from checkpoint_runtime.runtime import credentials
+from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.runtime import credentials, projection
 from checkpoint_runtime.runtime.settings import load_settings
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.store import migration
+from checkpoint_runtime.store.core import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
@@ -111,7 +114,10 @@ def _inspect(args: argparse.Namespace) -> int:
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
     store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
-    document = inspection.report(store)
+    configured = None
+    if args.config:  # mark the shards no collector of this config owns
+        configured = {collector.namespace for collector in load_settings(args.config).collectors}
+    document = inspection.report(store, configured)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
         names = backend.store_names(store.new_deadline())
@@ -121,13 +127,19 @@ def _inspect(args: argparse.Namespace) -> int:
         document["legacy"] = migration.status(store, legacy).__dict__ | {
             "state": migration.status(store, legacy).state
         }
-    text = inspection.table(document["shards"])
+    columns: tuple[tuple[str, str], ...] = inspection.COLUMNS
+    if configured is not None:
+        columns = (*columns, inspection.CONFIGURED_COLUMN)
+    text = inspection.table(document["shards"], columns)
     text += (
         f"\n{document['shard_count']} shard(s), {document['total_compressed_bytes']} bytes "
         f"stored, limit {document['limit_bytes']} bytes per shard ({document['store']})"
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
+    note = inspection.unconfigured_note(document)
+    if note:
+        text += f"\n{note}"
     _print(args, document, text)
     return EXIT_OK
 
@@ -166,9 +178,12 @@ def _migrate(args: argparse.Namespace) -> int:
         print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
         return EXIT_FAILED
     if args.from_legacy or args.keep_shards:
-        # An operator override: write under the newest epoch seen so no shard fences us.
+        # An operator override: write under the newest epoch seen so no shard fences us (a
+        # leader that stamps a newer epoch meanwhile still fences this write).
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
-        store.stamp = Stamp(newest, MIGRATE_WRITER)
+        store = Store.open(
+            backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+        )
         resolve = (
             migration.resolve_from_legacy if args.from_legacy else migration.resolve_keep_shards
         )
@@ -193,10 +208,10 @@ def _guarded(command: Any) -> Any:
             code: int = command(args)
             return code
         except ConfigError as error:
-            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+            print_error(error)
             return EXIT_USAGE
-        except (CheckpointError, ExceptionGroup, LookupError) as error:
-            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        except (CheckpointError, ExceptionGroup) as error:
+            print_error(error)
             return EXIT_FAILED
 
     return run

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-from checkpoint_runtime import codec
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     PROJECTION_GAP_ROWS,
@@ -20,8 +19,9 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
 from checkpoint_runtime.runtime.settings import CollectorSettings, RuntimeSettings
-from checkpoint_runtime.workload import FeedWorkload, flowlogs_rows
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from checkpoint_runtime.gate import runtime_check
-from checkpoint_runtime.gate.advice import advise
-from checkpoint_runtime.gate.engine import POLICY_WASM, Level, PolicyEngine, Verdict
-from checkpoint_runtime.gate.paths import CHART_DIR
-from checkpoint_runtime.gate.render import (
+from checkpoint_gate import runtime_check
+from checkpoint_gate.advice import advise
+from checkpoint_gate.engine import POLICY_WASM, Level, PolicyEngine, Verdict
+from checkpoint_gate.paths import CHART_DIR
+from checkpoint_gate.render import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
     Json,

@@ -25,9 +25,9 @@ import jsonschema_rs
 import yaml
 from helm_python import Chart, parse_set_string
 
+from checkpoint_gate.goyaml import GoYamlLoader
 from checkpoint_runtime import schema_errors
 from checkpoint_runtime.errors import ValuesFileError
-from checkpoint_runtime.gate.goyaml import GoYamlLoader
 from checkpoint_runtime.schema_errors import key_path
 
 Json = dict[str, Any]

@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from checkpoint_runtime.gate.engine import Level
-from checkpoint_runtime.gate.pipeline import (
+from checkpoint_gate.engine import Level
+from checkpoint_gate.pipeline import (
     CHECK_KUBERNETES,
     CHECK_POLICY,
     CHECK_RENDER,

@@ -45,8 +45,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoint_runtime import codec_v1
-from checkpoint_runtime.codec_v1 import PLAIN, UNPADDED
 from checkpoint_runtime.constants import (
     DELTA_DEFLATE_LEVEL,
     MAX_DECODED_ENVELOPE,
@@ -55,9 +53,11 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
-from checkpoint_runtime.gzipmembers import gunzip_members, gzip_fast, member_crc
-from checkpoint_runtime.gzipmembers import gzip_fixed as gzip_fixed
-from checkpoint_runtime.keys import CollectorKind, namespace_kind, relative_row_problem
+from checkpoint_runtime.format import codec_v1
+from checkpoint_runtime.format.codec_v1 import PLAIN, UNPADDED
+from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast, member_crc
+from checkpoint_runtime.format.gzipmembers import gzip_fixed as gzip_fixed
+from checkpoint_runtime.format.keys import CollectorKind, namespace_kind, relative_row_problem
 
 BASE_FIELDS = frozenset({"format", "member", "shard", "rows", "groups"})
 DELTA_FIELDS = frozenset({"format", "member", "shard", "base", "rows", "set", "delete"})

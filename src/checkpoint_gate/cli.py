@@ -17,12 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checkpoint_runtime.errors import CheckpointError
-from checkpoint_runtime.gate.engine import POLICY_WASM, Level
-from checkpoint_runtime.gate.junit import write_junit_xml
-from checkpoint_runtime.gate.paths import CHART_DIR, CI_VALUES_DIR
-from checkpoint_runtime.gate.pipeline import Finding, Gate, GateResult
-from checkpoint_runtime.gate.render import (
+from checkpoint_gate.engine import POLICY_WASM, Level
+from checkpoint_gate.junit import write_junit_xml
+from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
+from checkpoint_gate.pipeline import Finding, Gate, GateResult
+from checkpoint_gate.render import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
     CliRenderer,
@@ -30,6 +29,7 @@ from checkpoint_runtime.gate.render import (
     RenderError,
     load_values,
 )
+from checkpoint_runtime.errors import CheckpointError
 
 
 def register(subparsers: Any) -> None:

@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from checkpoint_gate.render import Manifest
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.gate.render import Manifest
 from checkpoint_runtime.runtime import startup
 
 CONFIG_KEY = "config.json"

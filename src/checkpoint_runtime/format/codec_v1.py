@@ -31,8 +31,8 @@ from checkpoint_runtime.constants import (
     UNIFORM_PREFIX_SLACK,
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
-from checkpoint_runtime.gzipmembers import gzip_fixed
-from checkpoint_runtime.keys import namespace_kind
+from checkpoint_runtime.format.gzipmembers import gzip_fixed
+from checkpoint_runtime.format.keys import namespace_kind
 
 PLAIN, UNPADDED, PADDED = 0, 1, 2
 

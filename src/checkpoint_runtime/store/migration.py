@@ -11,13 +11,32 @@ resolves it (`checkpoint-runtime migrate`).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
+from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.errors import LegacyConflictError
-from checkpoint_runtime.keys import shard_key
-from checkpoint_runtime.legacy import LegacyState, decode_legacy
-from checkpoint_runtime.store import Store
+from checkpoint_runtime.errors import LegacyConflictError, NoLegacyError
+from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.format.legacy import LegacyState, decode_legacy
+from checkpoint_runtime.store.shard_state import ShardState
+
+
+class MigrationTarget(Protocol):
+    """What migration needs of a store (the Store implements it; migration never imports it)."""
+
+    backend: Backend
+
+    def shard_states(self) -> dict[str, ShardState]: ...
+
+    def require_configured(self, shards: Iterable[str], why: str) -> None: ...
+
+    def install(self, key: str, rows: Mapping[str, str], legacy_digest: str | None) -> None: ...
+
+    def check_fits(self, keys: Iterable[str]) -> None: ...
+
+    def persist_shards(self, keys: Iterable[str], deadline: Deadline) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +71,7 @@ def legacy_shards(legacy: LegacyState) -> dict[str, dict[str, str]]:
     return dict(grouped)
 
 
-def status(store: Store, legacy: LegacyState) -> LegacyStatus:
+def status(store: MigrationTarget, legacy: LegacyState) -> LegacyStatus:
     states = store.shard_states()
     return LegacyStatus(
         name=legacy.name,
@@ -65,7 +84,7 @@ def status(store: Store, legacy: LegacyState) -> LegacyStatus:
     )
 
 
-def migrate_on_open(store: Store, deadline: Deadline) -> None:
+def migrate_on_open(store: MigrationTarget, deadline: Deadline) -> None:
     """Migrate, resume or refuse, by the rules above; called by Store.open after loading."""
     legacy = store.backend.read_legacy(deadline)
     if legacy is None:
@@ -106,7 +125,7 @@ def migrate_on_open(store: Store, deadline: Deadline) -> None:
     store.backend.mark_legacy(legacy, digest, deadline)
 
 
-def resolve_from_legacy(store: Store, deadline: Deadline) -> LegacyState:
+def resolve_from_legacy(store: MigrationTarget, deadline: Deadline) -> LegacyState:
     """Operator choice "legacy wins": rewrite every shard from the current legacy value.
 
     Shards the legacy value does not mention are emptied (the Role has no delete), then the
@@ -122,15 +141,15 @@ def resolve_from_legacy(store: Store, deadline: Deadline) -> LegacyState:
     return legacy
 
 
-def resolve_keep_shards(store: Store, deadline: Deadline) -> LegacyState:
+def resolve_keep_shards(store: MigrationTarget, deadline: Deadline) -> LegacyState:
     """Operator choice "shards win": accept the legacy value's change as superseded."""
     legacy = _require_legacy(store, deadline)
     store.backend.mark_legacy(legacy, legacy.digest, deadline)
     return legacy
 
 
-def _require_legacy(store: Store, deadline: Deadline) -> LegacyState:
+def _require_legacy(store: MigrationTarget, deadline: Deadline) -> LegacyState:
     legacy = store.backend.read_legacy(deadline)
     if legacy is None:
-        raise LookupError(f"no legacy checkpoint found for {store.backend.describe()}")
+        raise NoLegacyError(store.backend.describe())
     return legacy

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from checkpoint_runtime.keys import collector_namespace
+from checkpoint_runtime.format.keys import collector_namespace
 
 SHAPES = ("old-design", "uuid")
 LEGACY_ROW_BYTES = 157  # `"key":"value",` of one seen row in the old design's JSON

@@ -1,0 +1,1 @@
+"""Operator commands: inspect, migrate and project, outside the running process."""

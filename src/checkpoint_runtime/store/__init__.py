@@ -1,0 +1,1 @@
+"""The sharded store: one fenced, compressed object per collector namespace."""

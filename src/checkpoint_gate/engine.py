@@ -214,7 +214,3 @@ def _verdict(level: Level, message: str, sources: dict[tuple[str, str], str]) ->
         return Verdict(level, "?", "", "", message, "")
     kind, name = match.group("kind"), match.group("name")
     return Verdict(level, match.group("rule"), kind, name, message, sources.get((kind, name), ""))
-
-
-def denies(verdicts: Iterable[Verdict]) -> list[Verdict]:
-    return [verdict for verdict in verdicts if verdict.level is Level.DENY]

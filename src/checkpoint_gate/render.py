@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -172,12 +172,6 @@ class SdkRenderer:
         for source, text in self.render_text(values, release, namespace).items():
             manifests.extend(documents(source, text))
         return manifests
-
-    def notes(
-        self, values: Json, release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE
-    ) -> str:
-        rendered = self._chart.render(values=values, name=release, namespace=namespace)
-        return next((text for path, text in rendered.items() if path.endswith("NOTES.txt")), "")
 
 
 _SOURCE = re.compile(r"^# Source: (.+)$", re.MULTILINE)
@@ -423,8 +417,3 @@ def _schema_version(version: str) -> str:
 
 def manifest_label(manifest: Manifest) -> str:
     return f"{manifest.kind} {manifest.name}"
-
-
-def describe(manifests: Sequence[Manifest]) -> list[str]:
-    """`Kind name` of each manifest, for messages and test ids."""
-    return [manifest_label(manifest) for manifest in manifests]

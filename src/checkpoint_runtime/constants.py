@@ -17,7 +17,6 @@ SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT)
 SHARD_DATA_KEY: Final = "checkpoint.json.gz"
 
 # the old release's single-ConfigMap format.
-LEGACY_FORMAT: Final = "legacy-json-v1"
 LEGACY_DATA_KEY: Final = "checkpoints.json"
 
 # labels select a store's shards for discovery; annotations carry what labels cannot.

@@ -34,6 +34,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
+    ConfigError,
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
@@ -52,7 +53,7 @@ from checkpoint_runtime.store.shard_state import ShardState, copy_state
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
     value = annotations.get(key, "0")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 class Store:
@@ -72,7 +73,7 @@ class Store:
         shards: Iterable[str] | None = None,
     ) -> None:
         if not compaction_ratio >= 0:
-            raise ValueError(f"compaction_ratio must be a number >= 0, got {compaction_ratio!r}")
+            raise ConfigError("compactionRatio", f"must be a number >= 0, got {compaction_ratio!r}")
         self.backend = backend
         self.compaction_ratio = compaction_ratio
         """A delta member may grow to this fraction of its base member (compressed) before the

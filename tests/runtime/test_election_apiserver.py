@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.election.timings import ElectionTimings
+from checkpoint_runtime.errors import ConfigError
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
 
@@ -200,7 +201,7 @@ def test_the_chart_account_cannot_hold_another_lease(
 def test_a_client_with_silent_retries_is_refused(release: Release) -> None:
     with (
         client.ApiClient(release.configuration()) as api,
-        pytest.raises(ValueError, match="retries"),
+        pytest.raises(ConfigError, match="retries"),
     ):
         KubernetesLeaseLock(api, release.coordination_namespace, release.lease_name, "x")
 

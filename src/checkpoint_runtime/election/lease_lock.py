@@ -61,7 +61,9 @@ class KubernetesLeaseLock:
         if api.configuration.retries != 0:
             # urllib3's default Retry(3) re-sends a PUT whose answer was lost: the re-sent
             # renewal then fails 409 and hides that the first one committed.
-            raise ValueError("the Lease client must have configuration.retries = 0")
+            raise ConfigError(
+                "leaderElection", "the Lease client must have configuration.retries = 0"
+            )
         self._api = client.CoordinationV1Api(api)
         self.namespace = namespace
         self.name = name

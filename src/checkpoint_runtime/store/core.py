@@ -34,6 +34,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
+    ConfigError,
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
@@ -43,7 +44,7 @@ from checkpoint_runtime.errors import (
     WriteUncertainError,
 )
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.keys import shard_key
+from checkpoint_runtime.format.keys import shard_key, validate_shard_key
 from checkpoint_runtime.store.fencing import Stamp, check_not_fenced
 from checkpoint_runtime.store.metrics import StoreMetrics
 from checkpoint_runtime.store.migration import migrate_on_open
@@ -52,7 +53,7 @@ from checkpoint_runtime.store.shard_state import ShardState, copy_state
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
     value = annotations.get(key, "0")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 class Store:
@@ -72,7 +73,7 @@ class Store:
         shards: Iterable[str] | None = None,
     ) -> None:
         if not compaction_ratio >= 0:
-            raise ValueError(f"compaction_ratio must be a number >= 0, got {compaction_ratio!r}")
+            raise ConfigError("compactionRatio", f"must be a number >= 0, got {compaction_ratio!r}")
         self.backend = backend
         self.compaction_ratio = compaction_ratio
         """A delta member may grow to this fraction of its base member (compressed) before the
@@ -137,10 +138,45 @@ class Store:
         """Replace memory with the stored shards; raises before changing anything."""
         loaded = {stored.shard: self._decode(stored) for stored in self._discover(deadline)}
         with self._lock:
+            for gone in set(self._shards) - set(loaded):
+                self.metrics.forget_shard(gone)
             self._shards = loaded
             for state in loaded.values():
                 self._observe(state)
             self.metrics.shards.set(len(loaded))
+
+    def reload(self, shard: str) -> None:
+        """Replace one shard in memory with its stored copy (its rows, version and stamp).
+
+        The way back after a ConflictError for a process that keeps running: the stale version
+        that made every later write of the shard conflict is replaced by the stored one. Changes
+        to that shard not yet persisted are dropped (re-apply those still wanted); other shards
+        are untouched. The epoch fence still holds: a shard stamped with a newer epoch stays
+        unwritable. A shard that no longer exists is dropped from memory with its gauges.
+        Raises (changing nothing) if the stored copy cannot be read or decoded.
+        """
+        validate_shard_key(shard)
+        self.require_configured([shard], "it was reloaded")
+        deadline = self.new_deadline()
+        lock = self._write_lock(shard)
+        if not lock.acquire(timeout=max(deadline.remaining(), 0.0)):
+            raise DeadlineExceeded(
+                f"deadline of {deadline.seconds:g} s exceeded waiting for shard {shard!r}'s "
+                "write in flight"
+            )
+        try:
+            stored = self.backend.read_shard(shard, deadline)
+            state = None if stored is None else self._decode(stored)
+            with self._lock:
+                if state is None:
+                    self._shards.pop(shard, None)
+                    self.metrics.forget_shard(shard)
+                else:
+                    self._shards[shard] = state
+                    self._observe(state)
+                self.metrics.shards.set(len(self._shards))
+        finally:
+            lock.release()
 
     def _discover(self, deadline: Deadline) -> list[StoredShard]:
         if self.configured is None:
@@ -249,6 +285,8 @@ class Store:
     def _mark_dirty(self, state: ShardState, now: float) -> None:
         if not state.dirty:
             state.dirty_since = now
+        if state.changed_since_snapshot is None:
+            state.changed_since_snapshot = now
         state.generation += 1
 
     # -- persistence ------------------------------------------------------------------------
@@ -264,7 +302,11 @@ class Store:
         every change made within the window into one write per shard.
         """
         with self._lock:
-            since = [s.dirty_since for s in self._shards.values() if s.dirty and s.dirty_since]
+            since = [
+                s.dirty_since
+                for s in self._shards.values()
+                if s.dirty and s.dirty_since is not None
+            ]
         if not since or self._clock() - min(since) < self.debounce_seconds:
             return False
         self._persist(self.dirty_shards(), self.new_deadline())
@@ -293,26 +335,29 @@ class Store:
         pool; the writes are I/O), every failure collected into one ExceptionGroup."""
         ordered = sorted(set(keys))
         started = time.perf_counter()
-        errors: list[Exception] = []
+        errors: dict[str, Exception] = {}
         if len(ordered) <= 1:
             for key in ordered:
                 try:
                     self._persist_locked(key, deadline)
                 except Exception as failure:
-                    errors.append(failure)
+                    errors[key] = failure
         else:
             workers = min(PERSIST_CONCURRENCY, len(ordered))
             with ThreadPoolExecutor(workers, thread_name_prefix="checkpoint-persist") as pool:
-                futures = [pool.submit(self._persist_locked, key, deadline) for key in ordered]
-            for future in futures:  # every shard is attempted; failures are collected
+                futures = {key: pool.submit(self._persist_locked, key, deadline) for key in ordered}
+            for key, future in futures.items():  # every shard is attempted; failures collected
                 error = future.exception()
                 if isinstance(error, Exception):
-                    errors.append(error)
+                    errors[key] = error
                 elif error is not None:
                     raise error
         self.metrics.persist_seconds.observe(time.perf_counter() - started)
         if errors:
-            raise ExceptionGroup(f"{len(errors)} shard(s) failed to persist", errors)
+            raise ExceptionGroup(
+                f"{len(errors)} of {len(ordered)} shard(s) failed to persist ({', '.join(errors)})",
+                list(errors.values()),
+            )
 
     def _write_lock(self, key: str) -> threading.Lock:
         with self._lock:
@@ -376,8 +421,13 @@ class Store:
                 # shard was replaced wholesale meanwhile: then the next write is whole again).
                 state.base = encoded.base if prior is not None else None
                 state.base_prior = prior
+            # Still dirty: changed while the write was in flight. Those changes wait their own
+            # debounce from when they were made, not from the change the write carried.
+            changed = state.changed_since_snapshot
             if not state.dirty:
                 state.dirty_since = None
+            else:
+                state.dirty_since = changed if changed is not None else self._clock()
             self._observe(state, stored_rows=encoded.rows)
 
     def _encode(self, state: ShardState) -> tuple[codec.EncodedShard, int]:
@@ -386,6 +436,7 @@ class Store:
         bound or the size limit) a new base of every row."""
         with self._lock:
             generation, base, prior = state.generation, state.base, state.base_prior
+            state.changed_since_snapshot = None
             rows = len(state.rows)
             changes = None
             if base is not None and prior is not None:
@@ -404,6 +455,7 @@ class Store:
                 return delta, generation
         with self._lock:
             generation, snapshot = state.generation, dict(state.rows)
+            state.changed_since_snapshot = None
             state.inflight_prior = {}
         try:
             return codec.encode_shard(state.key, snapshot), generation

@@ -29,7 +29,7 @@ class Stamp:
     def from_annotations(cls, shard: str, annotations: Mapping[str, str]) -> Stamp:
         """The stamp a stored shard carries (epoch 0 if it was never stamped)."""
         raw = annotations.get(ANNOTATION_EPOCH, "0")
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):  # "²".isdigit() is True; int() refuses it
             raise CorruptShardError(
                 shard, f"epoch annotation {raw!r} is not a non-negative integer"
             )

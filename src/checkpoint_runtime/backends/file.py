@@ -80,6 +80,9 @@ class FileBackend:
     def describe(self) -> str:
         return f"file store {self.folder} (store {self.lease_name})"
 
+    def close(self) -> None:
+        """Nothing to release: every operation opens and closes its own files."""
+
     @contextlib.contextmanager
     def _locked(self, deadline: Deadline) -> Iterator[None]:
         """Hold the folder lock, polling so that the shared deadline still bounds the wait.

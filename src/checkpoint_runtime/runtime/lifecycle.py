@@ -145,8 +145,7 @@ class Runtime:
             if self._sink is None:
                 sink.close()
             self.http.stop()
-            if isinstance(backend, KubernetesBackend):
-                backend.close()
+            backend.close()
             if api is not None:
                 api.close()  # type: ignore[no-untyped-call]
 

@@ -7,8 +7,11 @@ a record was last seen to change (client-go's observedTime, immune to clock skew
 and release on shutdown (holder "" and a 1 s lease, like ReleaseOnCancel). It needs only get,
 create and update on one Lease.
 
-Leadership alone does not fence a paused ex-leader; the epoch (the Lease's transition count of
-our acquisition) is stamped into every shard so the data itself fences.
+Leadership alone does not fence a paused ex-leader; the epoch of our acquisition is stamped into
+every shard (with the Lease's uid) so the data itself fences. The epoch is the Lease's transition
+count plus an epoch base kept in a Lease annotation: a leader can raise the base (a guarded update
+of the Lease it holds, `renew_above`) so that its epoch passes every stamp left by an earlier
+Lease object of the same name (deleted and recreated, its transitions restarted at 0).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -28,6 +31,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.constants import (
+    ANNOTATION_EPOCH_BASE,
     LEADER_ELECTION_JITTER_FACTOR,
     LEASE_DURATION_SECONDS,
     RENEW_DEADLINE_SECONDS,
@@ -87,12 +91,20 @@ class LeaseRecord:
     acquire_time: datetime | None
     renew_time: datetime | None
     lease_transitions: int
+    epoch_base: int = 0
+    """Added to lease_transitions to give the epoch (annotation; raised by `renew_above`)."""
+
+    @property
+    def epoch(self) -> int:
+        return self.epoch_base + self.lease_transitions
 
 
 class LeaseLock(Protocol):
     """Get/create/update of one Lease; any exception is a failed try for the elector."""
 
     identity: str
+    uid: str
+    """metadata.uid of the Lease object last read or written ("" before that)."""
 
     def describe(self) -> str: ...
 
@@ -140,6 +152,7 @@ class KubernetesLeaseLock:
         self.namespace = namespace
         self.name = name
         self.identity = identity
+        self.uid = ""
         self._metadata: client.V1ObjectMeta | None = None
 
     def describe(self) -> str:
@@ -153,16 +166,21 @@ class KubernetesLeaseLock:
         except ApiException as error:
             if error.status == 404:
                 self._metadata = None
+                self.uid = ""
                 return None
             raise
         self._remember(lease)
-        return _record_of(lease.spec)
+        return _record_of(lease.spec, lease.metadata.annotations if lease.metadata else None)
 
     def create(self, record: LeaseRecord, timeout: float) -> None:
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
+            metadata=client.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                annotations=_with_base(None, record),
+            ),
             spec=_spec_of(record),
         )
         self._remember(
@@ -172,10 +190,19 @@ class KubernetesLeaseLock:
     def update(self, record: LeaseRecord, timeout: float) -> None:
         if self._metadata is None or not self._metadata.resource_version:
             raise RuntimeError(f"lease {self.describe()}: update before get or create")
+        # The uid is a precondition: an update never lands on a recreated Lease of this name.
+        metadata = client.V1ObjectMeta(
+            name=self._metadata.name,
+            namespace=self._metadata.namespace,
+            resource_version=self._metadata.resource_version,
+            uid=self._metadata.uid,
+            labels=self._metadata.labels,
+            annotations=_with_base(self._metadata.annotations, record),
+        )
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
-            metadata=self._metadata,
+            metadata=metadata,
             spec=_spec_of(record),
         )
         self._remember(
@@ -185,28 +212,48 @@ class KubernetesLeaseLock:
         )
 
     def _remember(self, lease: client.V1Lease) -> None:
-        """Keep what an update must carry: name, resourceVersion, labels and annotations."""
+        """Keep what an update must carry: name, uid, resourceVersion, labels, annotations."""
         meta = lease.metadata
         if meta is None or not meta.resource_version:
             raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
+        self.uid = meta.uid or ""
         self._metadata = client.V1ObjectMeta(
             name=meta.name,
             namespace=meta.namespace,
             resource_version=meta.resource_version,
+            uid=meta.uid,
             labels=meta.labels,
             annotations=meta.annotations,
         )
 
 
-def _record_of(spec: client.V1LeaseSpec | None) -> LeaseRecord:
+def epoch_base_of(annotations: Mapping[str, str] | None) -> int:
+    """The epoch base a Lease carries (0 when absent; a value that is not a whole number is
+    read as 0, which can only make our epoch lower, never let us pass a newer stamp)."""
+    raw = (annotations or {}).get(ANNOTATION_EPOCH_BASE, "0")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _with_base(annotations: Mapping[str, str] | None, record: LeaseRecord) -> dict[str, str]:
+    merged = dict(annotations or {})
+    if record.epoch_base or ANNOTATION_EPOCH_BASE in merged:
+        merged[ANNOTATION_EPOCH_BASE] = str(record.epoch_base)
+    return merged
+
+
+def _record_of(
+    spec: client.V1LeaseSpec | None, annotations: Mapping[str, str] | None = None
+) -> LeaseRecord:
+    base = epoch_base_of(annotations)
     if spec is None:
-        return LeaseRecord("", 0, None, None, 0)
+        return LeaseRecord("", 0, None, None, 0, base)
     return LeaseRecord(
         holder_identity=spec.holder_identity or "",
         lease_duration_seconds=int(spec.lease_duration_seconds or 0),
         acquire_time=spec.acquire_time,
         renew_time=spec.renew_time,
         lease_transitions=int(spec.lease_transitions or 0),
+        epoch_base=base,
     )
 
 
@@ -247,6 +294,9 @@ class LeaderElector:
         self._observed_time = 0.0
         self._renewed_at: float | None = None
         self._epoch: int | None = None
+        self._lease_uid = ""
+        self._writing = threading.Lock()
+        """Serialises the Lease writes of the renew loop and `renew_above`."""
 
     # ---- what the runtime asks -------------------------------------------------------------
 
@@ -256,8 +306,50 @@ class LeaderElector:
 
     @property
     def epoch(self) -> int | None:
-        """leaseTransitions of our current term, or None when not leading."""
+        """Our current epoch (the Lease's epoch base + leaseTransitions of our acquisition), or
+        None when not leading."""
         return self._epoch if self.is_leader() else None
+
+    @property
+    def lease_uid(self) -> str:
+        """metadata.uid of the Lease object of our current term."""
+        return self._lease_uid
+
+    def renew_above(self, epoch: int, timeout: float | None = None) -> int:
+        """Renew our term now, raising the Lease's epoch base so that our epoch exceeds `epoch`
+        if it does not already; return our epoch.
+
+        The write is a guarded update (the resourceVersion of our last renewal and the uid of our
+        term's Lease object): it succeeds only if nobody wrote the Lease since, so it proves we
+        still hold this Lease object *after* everything the caller read before calling. Raises
+        LeadershipLostError otherwise (nothing was raised).
+        """
+        timeout = self.timings.renew_deadline if timeout is None else timeout
+        with self._writing:
+            started = self._clock()
+            if not self.is_leader():
+                raise LeadershipLostError("not leading: cannot renew the Lease")
+            previous = self._observed_record()
+            now = self._wall_clock()
+            base = max(previous.epoch_base, epoch + 1 - previous.lease_transitions)
+            renewal = replace(previous, renew_time=now, epoch_base=base)
+            try:
+                self.lock.update(renewal, timeout)
+            except Exception as error:
+                raise LeadershipLostError(
+                    f"renewing lease {self.lock.describe()} to raise the epoch above {epoch} "
+                    f"failed: {error}"
+                ) from error
+            if self.lock.uid != self._lease_uid:  # defensive: the update carried our uid
+                raise LeadershipLostError(f"lease {self.lock.describe()} is another object now")
+            self._succeeded(renewal, started)
+            log.info(
+                "renewed lease %s with epoch %s (above %s)",
+                self.lock.describe(),
+                renewal.epoch,
+                epoch,
+            )
+            return renewal.epoch
 
     @property
     def observed_leader(self) -> str:
@@ -287,6 +379,10 @@ class LeaderElector:
 
     def try_acquire_or_renew(self, timeout: float | None = None) -> bool:
         """One attempt to acquire or renew (client-go tryAcquireOrRenew); True on success."""
+        with self._writing:
+            return self._try_acquire_or_renew(timeout)
+
+    def _try_acquire_or_renew(self, timeout: float | None) -> bool:
         timeout = self.timings.renew_deadline if timeout is None else timeout
         started = self._clock()
         now = self._wall_clock()
@@ -304,6 +400,7 @@ class LeaderElector:
                 desired,
                 acquire_time=previous.acquire_time,
                 lease_transitions=previous.lease_transitions,
+                epoch_base=previous.epoch_base,
             )
             try:
                 self.lock.update(renewal, timeout)
@@ -337,9 +434,14 @@ class LeaderElector:
                 desired,
                 acquire_time=current.acquire_time,
                 lease_transitions=current.lease_transitions,
+                epoch_base=current.epoch_base,
             )
         else:
-            attempt = replace(desired, lease_transitions=current.lease_transitions + 1)
+            attempt = replace(
+                desired,
+                lease_transitions=current.lease_transitions + 1,
+                epoch_base=current.epoch_base,
+            )
         try:
             self.lock.update(attempt, timeout)
         except Exception as error:
@@ -363,6 +465,7 @@ class LeaderElector:
             acquire_time=now,
             renew_time=now,
             lease_transitions=self._observed_record().lease_transitions,
+            epoch_base=self._observed_record().epoch_base,
         )
         self._renewed_at = None
         try:
@@ -453,7 +556,8 @@ class LeaderElector:
             self._observed_time = self._clock()
         # Deadlines count from when the request left, the earliest the server could commit it.
         self._renewed_at = started
-        self._epoch = record.lease_transitions
+        self._epoch = record.epoch
+        self._lease_uid = self.lock.uid
         return True
 
 

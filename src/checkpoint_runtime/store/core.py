@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard
+from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_FORMAT,
@@ -38,6 +38,8 @@ from checkpoint_runtime.errors import (
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
+    EpochFencedError,
+    ForeignShardError,
     OversizeError,
     UnconfiguredShardError,
     UnencodableTextError,
@@ -45,7 +47,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.keys import shard_key
-from checkpoint_runtime.store.fencing import Stamp, check_not_fenced
+from checkpoint_runtime.store.fencing import Stamp, check_not_fenced, dominates
 from checkpoint_runtime.store.metrics import StoreMetrics
 
 
@@ -112,6 +114,7 @@ class Store:
         clock: Callable[[], float] = time.monotonic,
         compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
         shards: Iterable[str] | None = None,
+        lease_uid: str = "",
     ) -> None:
         if not compaction_ratio >= 0:
             raise ValueError(f"compaction_ratio must be a number >= 0, got {compaction_ratio!r}")
@@ -119,7 +122,12 @@ class Store:
         self.compaction_ratio = compaction_ratio
         """A delta member may grow to this fraction of its base member (compressed) before the
         next persist writes a new base instead; 0 writes every shard whole."""
-        self.stamp = Stamp(epoch, writer)
+        self.stamp = Stamp(epoch, writer, lease_uid)
+        self._renew_above: Callable[[int], int] | None = None
+        """Set by take_ownership: renews our Lease, raising our epoch above the given one."""
+        self._superseded: frozenset[Stamp] = frozenset()
+        """Stamps we do not dominate but proved older than our term (by a renewal after
+        reading them): shards carrying exactly these may be written over."""
         self.deadline_seconds = deadline_seconds
         self.debounce_seconds = debounce_seconds
         self.metrics = metrics if metrics is not None else StoreMetrics()
@@ -148,6 +156,7 @@ class Store:
         migrate: bool = True,
         compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
         shards: Iterable[str] | None = None,
+        lease_uid: str = "",
     ) -> Store:
         """Load every shard (fail closed, no write on any error), then migrate legacy state.
 
@@ -165,6 +174,7 @@ class Store:
             clock=clock,
             compaction_ratio=compaction_ratio,
             shards=shards,
+            lease_uid=lease_uid,
         )
         deadline = store.new_deadline()
         store.load(deadline)
@@ -319,19 +329,56 @@ class Store:
         """Persist every dirty shard now (shutdown)."""
         self._persist(self.dirty_shards(), self.new_deadline())
 
-    def take_ownership(self) -> None:
+    def take_ownership(self, renew_above: Callable[[int], int] | None = None) -> None:
         """Restamp every stored shard with our epoch before collectors run.
 
         Afterwards a deposed leader's write conflicts on resourceVersion, and a deposed leader
         that re-reads sees the newer epoch and refuses.
+
+        `renew_above(epoch)` (the runtime passes its elector's) renews our Lease with a guarded
+        update and returns our epoch, raised above `epoch` if need be. It is called when a shard
+        was stamped under another Lease object of our Lease's name (the Lease was deleted and
+        recreated), or without one and with a newer epoch: the renewal, made after the shards
+        were read, proves we are the current leader, and the raised epoch keeps epochs growing.
+        A shard stamped with a newer epoch of our own Lease object is always refused (we were
+        deposed). Without `renew_above` every shard we do not dominate is refused.
         """
+        if renew_above is not None:
+            self._renew_above = renew_above
+        with self._lock:
+            stamped = [s for s in self._shards.values() if s.version is not None]
+            needs_proof = [s for s in stamped if not self._may_overwrite(s.stamp)]
+        if needs_proof:
+            for state in needs_proof:
+                if self._renew_above is None or not self.stamp.lease:
+                    check_not_fenced(state.key, self.stamp, state.stamp)
+                if state.stamp.lease == self.stamp.lease:  # a newer leader of our Lease object
+                    check_not_fenced(state.key, self.stamp, state.stamp)
+            self._supersede(frozenset(state.stamp for state in needs_proof))
         now = self._clock()
         with self._lock:
             for state in self._shards.values():
                 if state.version is not None and state.stamp != self.stamp:
-                    check_not_fenced(state.key, self.stamp, state.stamp)
+                    self._check_may_overwrite(state.key, state.stamp)
                     self._mark_dirty(state, now)
         self.flush()
+
+    def _supersede(self, stamps: frozenset[Stamp]) -> None:
+        """Renew our Lease now, with an epoch above every one of `stamps`: the proof, made after
+        they were read, that our term is newer than theirs."""
+        assert self._renew_above is not None
+        epoch = self._renew_above(max(stamp.epoch for stamp in stamps))
+        with self._lock:
+            if epoch > self.stamp.epoch:
+                self.stamp = Stamp(epoch, self.stamp.writer, self.stamp.lease)
+            self._superseded |= stamps
+
+    def _may_overwrite(self, stored: Stamp) -> bool:
+        return dominates(self.stamp, stored) or stored in self._superseded
+
+    def _check_may_overwrite(self, shard: str, stored: Stamp) -> None:
+        if stored not in self._superseded:
+            check_not_fenced(shard, self.stamp, stored)
 
     def _persist(self, keys: Iterable[str], deadline: Deadline) -> None:
         """Persist `keys` under one shared deadline: different shards concurrently (a small
@@ -382,18 +429,23 @@ class Store:
             if not state.dirty:
                 return
             version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
-        check_not_fenced(key, self.stamp, stored_stamp)
+            stamp = self.stamp
+            self._check_may_overwrite(key, stored_stamp)
         encoded, generation = self._encode(state)
         if encoded.compressed_bytes > CONFIGMAP_VALUE_LIMIT:
             self.metrics.oversize_rejections.labels(key).inc()
             with self._lock:
                 state.inflight_prior = None
             raise OversizeError(key, encoded.compressed_bytes, CONFIGMAP_VALUE_LIMIT, encoded.rows)
-        write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest))
+        write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest, stamp))
         try:
             deadline.check(f"writing shard {key!r}")
             if version is None:
-                result = self.backend.create_shard(write, deadline)
+                try:
+                    result = self.backend.create_shard(write, deadline)
+                except ConflictError as exists:
+                    write, result = self._take_over_created(write, exists, deadline)
+                    stamp = Stamp.from_annotations(key, write.annotations)
             else:
                 result = self.backend.update_shard(write, version, deadline)
         except ConflictError:
@@ -413,7 +465,7 @@ class Store:
         self.metrics.writes.labels(key).inc()
         with self._lock:
             state.version = result.version
-            state.stamp = self.stamp
+            state.stamp = stamp
             state.persisted_generation = max(state.persisted_generation, generation)
             state.raw_bytes, state.compressed_bytes = encoded.raw_bytes, encoded.compressed_bytes
             if encoded.base is not state.base:
@@ -457,7 +509,42 @@ class Store:
                 state.inflight_prior = None
             raise
 
-    def _annotations(self, encoded: codec.EncodedShard, digest: str | None) -> dict[str, str]:
+    def _take_over_created(
+        self, write: ShardWrite, exists: ConflictError, deadline: Deadline
+    ) -> tuple[ShardWrite, WriteResult]:
+        """Our create met a shard someone else created meanwhile. Written under an older epoch
+        of our Lease object (a deposed leader creating the shard of a collector it still ran),
+        it is ours to take over: updated over, guarded by the resourceVersion just read. Written
+        under another Lease object, the same after a renewal of our Lease proves we lead (and
+        raises our epoch above it). Anything else is a conflict, as before.
+        """
+        try:
+            stored = self.backend.read_shard(write.shard, deadline)
+        except (ForeignShardError, CorruptShardError) as unreadable:
+            raise exists from unreadable  # not a shard of ours: a conflict, never taken over
+        if stored is None:
+            raise exists
+        ours, theirs = self.stamp, Stamp.from_annotations(write.shard, stored.annotations)
+        if theirs == ours or (dominates(ours, theirs) and theirs.epoch < ours.epoch):
+            pass  # our own create (its answer lost), or an older epoch of our Lease object
+        elif theirs in self._superseded:
+            pass
+        elif ours.other_lease(theirs) and self._renew_above is not None:
+            self._supersede(frozenset({theirs}))
+            ours = self.stamp
+        elif not dominates(ours, theirs):
+            raise EpochFencedError(
+                write.shard, ours.epoch, theirs.epoch, theirs.writer, ours.other_lease(theirs)
+            )
+        else:
+            raise exists  # the same epoch by another writer: a conflict
+        annotations = {**write.annotations, **ours.annotations()}
+        taken = ShardWrite(write.shard, write.blob, annotations)
+        return taken, self.backend.update_shard(taken, stored.version, deadline)
+
+    def _annotations(
+        self, encoded: codec.EncodedShard, digest: str | None, stamp: Stamp
+    ) -> dict[str, str]:
         annotations = {
             ANNOTATION_SHARD_KEY: encoded.shard,
             ANNOTATION_FORMAT: SHARD_FORMAT,
@@ -466,7 +553,7 @@ class Store:
             ANNOTATION_COMPRESSED_BYTES: str(encoded.compressed_bytes),
             ANNOTATION_ROWS: str(encoded.rows),
             ANNOTATION_WRITE_ID: uuid.uuid4().hex,
-            **self.stamp.annotations(),
+            **stamp.annotations(),
         }
         if digest is not None:
             annotations[ANNOTATION_LEGACY_DIGEST] = digest

@@ -35,6 +35,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
+    CheckpointError,
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
@@ -530,7 +531,12 @@ class Store:
         elif theirs in self._superseded:
             pass
         elif ours.other_lease(theirs) and self._renew_above is not None:
-            self._supersede(frozenset({theirs}))
+            try:
+                self._supersede(frozenset({theirs}))
+            except CheckpointError as unproven:  # we could not renew: not ours to take
+                raise EpochFencedError(
+                    write.shard, ours.epoch, theirs.epoch, theirs.writer, other_lease=True
+                ) from unproven
             ours = self.stamp
         elif not dominates(ours, theirs):
             raise EpochFencedError(

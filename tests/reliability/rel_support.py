@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import datetime as dt
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -107,6 +108,21 @@ class KubeTarget:
         self.api_clients.append(api)
         return api
 
+    def released_lease(self, name: str, transitions: int) -> None:
+        """Create Lease `name` as admin, released (no holder) after `transitions` transitions."""
+        now = dt.datetime.now(dt.UTC).replace(microsecond=1)
+        spec = client.V1LeaseSpec(
+            holder_identity="",
+            lease_duration_seconds=1,
+            lease_transitions=transitions,
+            acquire_time=now,
+            renew_time=now,
+        )
+        body = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=spec)
+        client.CoordinationV1Api(self.admin.api_client).create_namespaced_lease(
+            self.namespace, body
+        )
+
     def delete_lease(self, name: str) -> bool:
         """Delete Lease `name` as admin; False if there was none."""
         try:
@@ -131,7 +147,6 @@ class KubeTarget:
 
 
 def _with_host(configuration: Any, host: str) -> Any:
-    import copy
 
     other = copy.deepcopy(configuration)
     other.host = host

@@ -92,7 +92,7 @@ fmt: setup
     {{ bin }}/ruff check --fix src tests scripts
     {{ bin }}/just --fmt --unstable
 
-# regenerate values.schema.json, docs/rbac.md, the README values table, the Rego fixtures and policy.wasm
+# regenerate values.schema.json, the values.yaml key comments, docs/rbac.md, the README values table, the Rego fixtures and policy.wasm
 [group('gen')]
 gen: setup policy-tools-build
     {{ py }} scripts/gen.py

@@ -181,6 +181,19 @@ deny contains msg if {
 	msg := concat("", ["HYG-22 ", sel.label, ": ", sel.field, " selects none of the chart's pods"])
 }
 
+# A NetworkPolicy that restricts egress names, in every egress rule, both the destinations and
+# the ports: a rule without `to` allows every address, one without `ports` every port.
+deny contains msg if {
+	some obj in objects_of_kind("NetworkPolicy")
+	"Egress" in object.get(obj, ["spec", "policyTypes"], [])
+	some index, rule in object.get(obj, ["spec", "egress"], [])
+	some field in ["to", "ports"]
+	count(object.get(rule, field, [])) == 0
+	msg := sprintf("HYG-22 %s: spec.egress[%d] has no %s, so it allows every %s", [label(obj), index, field, open_egress_noun[field]])
+}
+
+open_egress_noun := {"to": "destination", "ports": "port"}
+
 selects_chart_pod(match_labels) if {
 	some labels in workload_pod_labels
 	selects(match_labels, labels)

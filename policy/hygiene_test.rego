@@ -125,6 +125,33 @@ test_hyg22_empty_network_policy_selector_is_denied if {
 	"HYG-20 NetworkPolicy cr-checkpoint-runtime: spec.podSelector.matchLabels must select on exactly [app.kubernetes.io/instance, app.kubernetes.io/name], has []" in denials
 }
 
+restricted_egress := json.patch(network_policy, [
+	{"op": "replace", "path": "/spec/policyTypes", "value": ["Ingress", "Egress"]},
+	{"op": "add", "path": "/spec/egress", "value": [
+		{"to": [{"ipBlock": {"cidr": "10.96.0.1/32"}}], "ports": [{"port": 443, "protocol": "TCP"}]},
+		{"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}], "ports": [{"port": 53, "protocol": "UDP"}]},
+	]},
+])
+
+test_hyg22_restricted_egress_with_destinations_and_ports_passes if {
+	of_rule(denies_combined(array.concat(fixture_release, [restricted_egress])), "HYG-22") == set()
+}
+
+test_hyg22_egress_rule_without_destinations_is_denied if {
+	open := json.patch(restricted_egress, [{"op": "remove", "path": "/spec/egress/1/to"}])
+	of_rule(denies_single(open), "HYG-22") == {"HYG-22 NetworkPolicy cr-checkpoint-runtime: spec.egress[1] has no to, so it allows every destination"}
+}
+
+test_hyg22_egress_rule_without_ports_is_denied if {
+	open := json.patch(restricted_egress, [{"op": "replace", "path": "/spec/egress/0/ports", "value": []}])
+	of_rule(denies_single(open), "HYG-22") == {"HYG-22 NetworkPolicy cr-checkpoint-runtime: spec.egress[0] has no ports, so it allows every port"}
+}
+
+test_hyg22_open_egress_without_the_egress_type_is_not_a_restriction if {
+	# Without Egress in policyTypes the policy does not restrict egress at all: nothing to check.
+	of_rule(denies_single(network_policy), "HYG-22") == set()
+}
+
 test_hyg22_service_monitor_selecting_no_service_is_denied if {
 	labels := {"app.kubernetes.io/name": "checkpoint-runtime", "app.kubernetes.io/instance": "stale"}
 	other := json.patch(service_monitor, [

@@ -4,6 +4,8 @@
   stable formatting), so the chart ships exactly the schema the project reviews;
 - the values table of charts/checkpoint-runtime/README.md, from the schema's descriptions and
   the defaults in values.yaml, so the documentation cannot drift from the chart;
+- the comment above every key of charts/checkpoint-runtime/values.yaml: that key's schema
+  description, wrapped (the values themselves and blank-line-separated comments are kept);
 - pluggable generators owned by other modules (the RBAC report of `checkpoint_gate`;
   the Rego unit tests' fixtures and the gate's Wasm policy module, built with the pinned OPA),
   called when they are installed.
@@ -17,7 +19,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -33,6 +37,11 @@ VALUES_TABLES = (CHART / "README.md", Path("README.md"))
 TABLE_START = "<!-- values-table:start -->"
 TABLE_END = "<!-- values-table:end -->"
 GENERATED_NOTE = "Generated from schemas/values.schema.json by `just gen`; edit the source."
+VALUES_FILE = CHART / "values.yaml"
+# values.yaml lines: `key:` at some indent (block YAML), and a YAML comment line.
+KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*):(?: |$)")
+COMMENT_LINE = re.compile(r"^ *#")
+COMMENT_WIDTH = 100
 
 # module -> function(root: Path) -> None; a generator whose module is absent is skipped.
 PLUGINS: tuple[tuple[str, str], ...] = (
@@ -145,6 +154,78 @@ def write_values_table(root: Path, readme: Path) -> bool:
     return write_if_changed(root / readme, content)
 
 
+class ValuesCommentError(SystemExit):
+    """values.yaml holds a key the schema does not define (so it has no description)."""
+
+
+def key_schema(schema: Json, parent: Json | None, key: str, path: str) -> Json | None:
+    """The schema of `key` under `parent`; None inside free-form maps and lists (data, not keys)."""
+    if parent is None:
+        return None
+    properties = parent.get("properties")
+    if properties is None:
+        return None
+    if key not in properties:
+        if parent.get("additionalProperties") is False and "patternProperties" not in parent:
+            message = f"gen: {VALUES_FILE}: {path} is not defined by {SCHEMA_SOURCE}"
+            raise ValuesCommentError(message)
+        return None
+    return resolve(schema, properties[key])
+
+
+def key_comment(indent: str, description: str) -> list[str]:
+    width = COMMENT_WIDTH - len(indent) - 2
+    wrapped = textwrap.wrap(description, width, break_long_words=False, break_on_hyphens=False)
+    return [f"{indent}# {line}" for line in wrapped]
+
+
+def comment_values(schema: Json, text: str) -> str:
+    """values.yaml with each schema-defined key preceded by exactly its schema description.
+
+    The comment lines directly above a key are replaced; comments separated from a key by a
+    blank line (the file header, section notes) and every value are kept as they are. Keys
+    inside free-form maps and list items are data and get no comment.
+    """
+    out: list[str] = []
+    pending: list[str] = []
+    # (indent, dotted path, schema of the mapping that starts below that key)
+    parents: list[tuple[int, str, Json | None]] = [(-1, "", resolve(schema, schema))]
+    for line in text.splitlines():
+        if COMMENT_LINE.match(line):
+            pending.append(line)
+            continue
+        match = KEY_LINE.match(line)
+        if match is None:
+            out += pending
+            pending = []
+            out.append(line)
+            continue
+        indent, key = match["indent"], match["key"]
+        while parents[-1][0] >= len(indent):
+            parents.pop()
+        _, parent_path, parent = parents[-1]
+        path = f"{parent_path}.{key}" if parent_path else key
+        node = key_schema(schema, parent, key, path)
+        if node is None:
+            out += pending
+        else:
+            out += key_comment(indent, node.get("description", ""))
+        pending = []
+        out.append(line)
+        parents.append((len(indent), path, node))
+    out += pending
+    return "\n".join(out) + "\n"
+
+
+def write_values_comments(root: Path) -> bool:
+    path = root / VALUES_FILE
+    text = path.read_text(encoding="utf-8")
+    commented = comment_values(load_source_schema(root), text)
+    if yaml.safe_load(commented) != yaml.safe_load(text):
+        raise ValuesCommentError(f"gen: {VALUES_FILE}: commenting changed the values; not written")
+    return write_if_changed(path, commented)
+
+
 def load_plugin(module_name: str, function_name: str) -> Callable[[Path], object] | None:
     """The generator function, or None when its module is not part of the tree yet.
 
@@ -166,6 +247,7 @@ def generate(root: Path) -> list[str]:
     log = []
     steps: list[tuple[Path, Callable[[Path], bool]]] = [
         (CHART / "values.schema.json", write_values_schema),
+        (VALUES_FILE, write_values_comments),
         *((readme, partial(write_values_table, readme=readme)) for readme in VALUES_TABLES),
     ]
     for path, writer in steps:

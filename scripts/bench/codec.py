@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gzip
 import importlib
 import json
 import statistics
@@ -32,6 +31,7 @@ from typing import Any
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
+from checkpoint_testenv.baseline import baseline_decode, baseline_encode
 from checkpoint_testenv.benchreport import Table, timed_ms
 
 SHARD = "tailnet-1/objectstore/feed-1"
@@ -59,17 +59,6 @@ ENTROPY_NOTES = (
 
 
 # -- the two codecs ---------------------------------------------------------------------------
-
-
-def baseline_encode(rows: Mapping[str, str]) -> bytes:
-    """The baseline: the old design's encoding, gzip of the sorted compact JSON map."""
-    text = json.dumps(rows, sort_keys=True, separators=(",", ":"))
-    return gzip.compress(text.encode(), mtime=0)
-
-
-def baseline_decode(blob: bytes) -> dict[str, str]:
-    rows: dict[str, str] = json.loads(gzip.decompress(blob))
-    return rows
 
 
 def envelope_encode(rows: Mapping[str, str]) -> bytes:
@@ -265,7 +254,7 @@ def _back_ends() -> dict[str, Callable[[bytes], bytes]]:
 def measure_deflaters(shape: str, rows: dict[str, str], repetitions: int) -> list[Deflater]:
     """Every back-end on the same base envelope, interleaved, the order rotating."""
     envelope = codec.encode_envelope(SHARD, rows)
-    baseline = len(codec.baseline_encode(rows))
+    baseline = len(baseline_encode(rows))
     back_ends = list(_back_ends().items())
     samples: dict[str, list[float]] = {name: [] for name, _ in back_ends}
     sizes = {name: len(compress(envelope)) for name, compress in back_ends}

@@ -45,9 +45,10 @@ from checkpoint_runtime.format.reference_rows import (
     EPOCH_NS,
     Configuration,
     FeedWorkload,
-    rfc3339_ns,
 )
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.format.values import rfc3339_from_ns
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
@@ -219,7 +220,7 @@ def measure_latency(plane: ControlPlane, shape: str, iterations: int, seen_rows:
 
     samples: dict[str, list[float]] = {"store": [], "raw": [], "encode": []}
     for iteration in range(iterations):
-        value = rfc3339_ns(EPOCH_NS + 10**18 + iteration)
+        value = rfc3339_from_ns(EPOCH_NS + 10**18 + iteration)
         store.set(seen[iteration % len(seen)], value)
         current = store.shard_states()[FEED].rows
         blob = codec.encode_shard(FEED, current).blob
@@ -268,7 +269,7 @@ class BytesPerRow:
 def _changes(rows: dict[str, str], count: int, window: int) -> dict[str, str]:
     seen = [key for key in rows if key.startswith(FEED + "/seen/")]
     return {
-        seen[(window * count + offset) % len(seen)]: rfc3339_ns(EPOCH_NS + 10**18 + window)
+        seen[(window * count + offset) % len(seen)]: rfc3339_from_ns(EPOCH_NS + 10**18 + window)
         for offset in range(count)
     }
 
@@ -405,7 +406,7 @@ def measure_windows(
     writes_at_start = log.writes()
     while time.monotonic() - started < seconds:
         for shard in targets:
-            store.set(f"{shard}/seen/update-{update % 50}", rfc3339_ns(EPOCH_NS + update))
+            store.set(f"{shard}/seen/update-{update % 50}", rfc3339_from_ns(EPOCH_NS + update))
         update += 1
         time.sleep(0.005)
     result.updates = update * len(targets)

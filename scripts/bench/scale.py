@@ -42,7 +42,8 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.format.gzipmembers import gunzip_members
-from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
+from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
@@ -135,7 +136,7 @@ def _store(plane: ControlPlane, namespace: str) -> tuple[Store, Recorder]:
 
 
 def _change(store: Store, shard: str, seen: list[str], changed: int, step: int) -> None:
-    value = rfc3339_ns(EPOCH_NS + 10**18 + step)
+    value = rfc3339_from_ns(EPOCH_NS + 10**18 + step)
     for offset in range(changed):
         store.set(seen[(step * changed + offset) % len(seen)], value)
 

@@ -20,6 +20,7 @@ from checkpoint_runtime.format.keys import shard_key
 from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, SHAPES, Configuration
 from checkpoint_runtime.ops.inspection import table
+from checkpoint_testenv.baseline import baseline_encode
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def measure(configuration: Configuration, shape: str, seen_rows: int) -> Measure
         by_shard.setdefault(shard_key(key), {})[key] = value
     sizes = {s: codec.encode_shard(s, r).compressed_bytes for s, r in by_shard.items()}
     feeds = set(configuration.feed_shards())
-    baseline = {s: len(codec.baseline_encode(by_shard[s])) for s in feeds}
+    baseline = {s: len(baseline_encode(by_shard[s])) for s in feeds}
     return Measured(
         configuration=configuration.name,
         legacy_raw=len(encode_legacy(rows)),
@@ -52,7 +53,7 @@ def measure(configuration: Configuration, shape: str, seen_rows: int) -> Measure
         feed_total=sum(size for shard, size in sizes.items() if shard in feeds),
         largest=max(sizes.values()),
         rows=len(rows),
-        legacy_gzip=len(codec.baseline_encode(rows)),
+        legacy_gzip=len(baseline_encode(rows)),
         baseline_feed_total=sum(baseline.values()),
         baseline_largest=max(baseline.values()),
     )

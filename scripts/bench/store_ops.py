@@ -27,7 +27,8 @@ from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.format.keys import collector_namespace
-from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
+from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table
@@ -73,7 +74,7 @@ def measure_memory(folder: Path, quick: bool) -> list[Throughput]:
     store.batch(rows)
     seen = [key for key in rows if "/seen/" in key]
     count = 20_000 if quick else 300_000
-    stamps = [rfc3339_ns(EPOCH_NS + 10**18 + index) for index in range(1000)]
+    stamps = [rfc3339_from_ns(EPOCH_NS + 10**18 + index) for index in range(1000)]
     results = [
         _rate(
             "set (existing key, new value)",
@@ -112,7 +113,7 @@ def measure_batch(folder: Path, quick: bool) -> list[Throughput]:
     ):
 
         def one(index: int, changed: int = changed, shards: list[str] = shards) -> None:
-            stamp = rfc3339_ns(EPOCH_NS + 10**18 + index)
+            stamp = rfc3339_from_ns(EPOCH_NS + 10**18 + index)
             store.batch(
                 {f"{shard}/seen/batch-{row}": stamp for shard in shards for row in range(changed)}
             )

@@ -26,7 +26,7 @@ from typing import Any
 
 from opapywasm import UNDEFINED, OpaBuiltinError, OpaWasmError, OpaWasmPolicy, PolicyConfig
 
-from checkpoint_gate.render import Manifest, manifest_label
+from checkpoint_gate.manifests import Manifest, manifest_label
 
 POLICY_WASM = Path(__file__).with_name("policy.wasm")
 VERDICTS = "gate/verdicts"
@@ -214,7 +214,3 @@ def _verdict(level: Level, message: str, sources: dict[tuple[str, str], str]) ->
         return Verdict(level, "?", "", "", message, "")
     kind, name = match.group("kind"), match.group("name")
     return Verdict(level, match.group("rule"), kind, name, message, sources.get((kind, name), ""))
-
-
-def denies(verdicts: Iterable[Verdict]) -> list[Verdict]:
-    return [verdict for verdict in verdicts if verdict.level is Level.DENY]

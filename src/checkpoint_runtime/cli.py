@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
-from checkpoint_runtime.errors import CheckpointError, MissingExtraError
+from checkpoint_runtime.errors import CheckpointError, MissingExtraError, describe, leaves
 
 PROG = "checkpoint-runtime"
 DISTRIBUTION = "checkpoint-runtime"
@@ -142,18 +142,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return dispatch(list(sys.argv[1:] if argv is None else argv))
     except CheckpointError as error:
-        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        print_error(error)
         return EXIT_NAMED_ERROR
+    except ExceptionGroup as group:
+        if all(isinstance(leaf, CheckpointError) for leaf in leaves(group)):
+            print_error(group)
+            return EXIT_NAMED_ERROR
+        return _unexpected(group)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as error:
-        if os.environ.get(TRACEBACK_ENV):
-            traceback.print_exc()
-        hint = "" if os.environ.get(TRACEBACK_ENV) else f" (set {TRACEBACK_ENV}=1 for details)"
-        message = " ".join(str(error).split())  # one line, whatever the exception says
-        print(f"error: unexpected {type(error).__name__}: {message}{hint}", file=sys.stderr)
-        return EXIT_UNEXPECTED
+        return _unexpected(error)
+
+
+def print_error(error: BaseException) -> None:
+    """`error: Name: message` on stderr, then every grouped error (a persist of several shards
+    collects one per shard) on its own indented line: the shard, the cause, an HTTP status."""
+    first, *rest = describe(error)
+    print("\n".join([f"error: {first}", *rest]), file=sys.stderr)
+
+
+def _unexpected(error: Exception) -> int:
+    if os.environ.get(TRACEBACK_ENV):
+        traceback.print_exception(error)
+    hint = "" if os.environ.get(TRACEBACK_ENV) else f" (set {TRACEBACK_ENV}=1 for details)"
+    first, *rest = describe(error)  # one line per error, whatever the exception says
+    print("\n".join([f"error: unexpected {first}{hint}", *rest]), file=sys.stderr)
+    return EXIT_UNEXPECTED
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT)
 SHARD_DATA_KEY: Final = "checkpoint.json.gz"
 
 # the old release's single-ConfigMap format.
-LEGACY_FORMAT: Final = "legacy-json-v1"
 LEGACY_DATA_KEY: Final = "checkpoints.json"
 
 # labels select a store's shards for discovery; annotations carry what labels cannot.
@@ -41,6 +40,8 @@ ANNOTATION_EPOCH_BASE: Final = f"{LABEL_PREFIX}/epoch-base"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"
+# beside it: the stores (Lease names, comma-separated) that took over the marked legacy value
+ANNOTATION_MIGRATED_BY: Final = f"{LABEL_PREFIX}/migrated-by"
 
 # one shared deadline covers a whole open, batch, debounced persist or flush.
 DEFAULT_DEADLINE_SECONDS: Final = 30.0
@@ -131,6 +132,9 @@ RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
 # scales linearly beyond (compressed size grows linearly in rows); the representative workload
 # is the high-entropy UUID shape, the conservative one.
 PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
+# the projection's advice (`project` MAX_ROWS, the refusal's "at most N") leaves this fraction
+# of the ConfigMap limit free
+PROJECTION_ADVICE_HEADROOM: Final = 0.05
 PROJECTION_SHAPE: Final = "uuid"
 PROJECTION_GAP_ROWS: Final = 16
 

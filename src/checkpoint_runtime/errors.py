@@ -84,15 +84,31 @@ class WriteUncertainError(CheckpointError):
 class OversizeError(CheckpointError):
     """An encoded shard exceeds what the API server admits; nothing was written or dropped."""
 
-    def __init__(self, shard: str, size: int, limit: int, rows: int) -> None:
-        super().__init__(
-            f"shard {shard!r} encodes to {size} bytes, over the limit of {limit} bytes "
-            f"({rows} rows); nothing was written and no row was dropped"
-        )
+    def __init__(
+        self,
+        shard: str,
+        size: int,
+        limit: int,
+        rows: int,
+        *,
+        server_answer: str | None = None,
+        measured: str = "the shard value",
+    ) -> None:
+        if server_answer is None:
+            text = f"shard {shard!r} encodes to {size} bytes, over the limit of {limit} bytes"
+        else:  # the API server refused it: its words, and the quantity it measured
+            text = (
+                f"shard {shard!r}: the API server refused the write as too large "
+                f"({server_answer}); {measured}: {size} bytes, limit {limit} bytes"
+            )
+        super().__init__(f"{text} ({rows} rows); nothing was written and no row was dropped")
         self.shard = shard
         self.size = size
         self.limit = limit
         self.rows = rows
+        self.server_answer = server_answer
+        """The API server's status and message when it, not the store's own check, refused."""
+        self.measured = measured
 
 
 class CorruptShardError(CheckpointError):
@@ -111,10 +127,13 @@ class ForeignShardError(CorruptShardError):
 class ApiRefusedError(CheckpointError):
     """The API server gave a definitive answer the store cannot act on (403, 400, other 422)."""
 
-    def __init__(self, what: str, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self, what: str, status: int, reason: str, message: str, shard: str | None = None
+    ) -> None:
         super().__init__(f"{what}: API server answered {status} {reason}: {message}")
         self.status = status
         self.reason = reason
+        self.shard = shard
 
 
 class LegacyFormatError(CheckpointError):
@@ -142,6 +161,26 @@ class LegacyConflictError(CheckpointError):
         self.legacy_digest = legacy_digest
         self.shards_digest = shards_digest
         self.detail = detail
+
+
+class LegacyMigratedElsewhereError(CheckpointError):
+    """The legacy value was migrated by other stores (other Lease names), not by this one:
+    opening would start empty beside checkpoints that exist. Open refuses and writes nothing."""
+
+    def __init__(self, legacy_name: str, store: str, migrated_by: list[str], rows: int) -> None:
+        by = ", ".join(repr(name) for name in migrated_by) or "a store that did not record its name"
+        super().__init__(
+            f"legacy checkpoint {legacy_name!r} was migrated by store {by}, not by this store "
+            f"{store!r}, which holds none of its {rows} rows: opening would start empty. "
+            "Nothing was written. To continue that store's checkpoints, use its Lease name "
+            "(store.leaseName; the chart's is <release>-checkpoint-runtime); to copy the legacy "
+            "rows into this store, run `checkpoint-runtime migrate --from-legacy`; to start "
+            "empty on purpose, run `checkpoint-runtime migrate --start-empty`"
+        )
+        self.legacy_name = legacy_name
+        self.store = store
+        self.migrated_by = migrated_by
+        self.rows = rows
 
 
 class UnconfiguredShardError(CheckpointError):
@@ -190,6 +229,14 @@ class NoStoreError(CheckpointError):
         self.reason = reason
 
 
+class NoLegacyError(CheckpointError):
+    """A legacy resolution was asked for, but the store has no legacy checkpoint object."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"no legacy checkpoint found for {where}")
+        self.where = where
+
+
 class ValuesFileError(CheckpointError):
     """A Helm values file (or --set expression) cannot be read, parsed, or is not a mapping."""
 
@@ -201,6 +248,24 @@ class ValuesFileError(CheckpointError):
 
 class PackageDataError(CheckpointError):
     """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
+
+
+def describe(error: BaseException) -> list[str]:
+    """`Name: message` of an error, one line each; a group gives its own line and then every
+    grouped error (nested groups too), indented, so no cause is hidden behind a count."""
+    if isinstance(error, BaseExceptionGroup):
+        lines = [f"{type(error).__name__}: {error.message}"]
+        for inner in error.exceptions:
+            lines.extend("  " + line for line in describe(inner))
+        return lines
+    return [f"{type(error).__name__}: {' '.join(str(error).split())}"]
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The errors a (possibly nested) group holds, or the error itself."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
 
 
 __all__ = [
@@ -215,6 +280,7 @@ __all__ = [
     "KeyGrammarError",
     "LegacyConflictError",
     "LegacyFormatError",
+    "LegacyMigratedElsewhereError",
     "MissingExtraError",
     "NoStoreError",
     "OversizeError",
@@ -223,4 +289,6 @@ __all__ = [
     "UnencodableTextError",
     "ValuesFileError",
     "WriteUncertainError",
+    "describe",
+    "leaves",
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jsonschema import Draft202012Validator, ValidationError
 
 from checkpoint_gate.goyaml import GoYamlLoader
 
@@ -65,3 +66,17 @@ def runtime_config(objects: list[Manifest]) -> dict[str, Any]:
     config_map = one(objects, "ConfigMap")
     config: dict[str, Any] = json.loads(config_map["data"]["config.json"])
     return config
+
+
+def error_paths(schema: dict[str, Any], document: dict[str, Any]) -> set[str]:
+    """JSON-pointer paths of every error, nested oneOf/anyOf causes included."""
+    paths: set[str] = set()
+
+    def visit(error: ValidationError) -> None:
+        paths.add("".join(f"/{part}" for part in error.absolute_path))
+        for cause in error.context or ():
+            visit(cause)
+
+    for error in Draft202012Validator(schema).iter_errors(document):
+        visit(error)
+    return paths

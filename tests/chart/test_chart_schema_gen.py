@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 from chart_helpers import CHART_DIR, ROOT, load_yaml
 
 SOURCE = ROOT / "schemas" / "values.schema.json"
@@ -133,15 +134,20 @@ def test_gen_is_idempotent_and_writes_nothing_the_second_time(
     (chart / "README.md").write_text(
         "# t\n<!-- values-table:start -->\nstale\n<!-- values-table:end -->\n"
     )
+    values = chart / "values.yaml"
+    values.write_text(values.read_text().replace("\nreplicaCount:", "\n# stale\nreplicaCount:"))
     assert gen.write_values_schema(tmp_path) is True
+    assert gen.write_values_comments(tmp_path) is True
     assert gen.write_values_table(tmp_path, gen.CHART / "README.md") is True
     first = {path: path.read_bytes() for path in chart.iterdir()}
     assert gen.write_values_schema(tmp_path) is False
+    assert gen.write_values_comments(tmp_path) is False
     assert gen.write_values_table(tmp_path, gen.CHART / "README.md") is False
     assert {path: path.read_bytes() for path in chart.iterdir()} == first
     assert (chart / "values.schema.json").read_text() == (
         CHART_DIR / "values.schema.json"
     ).read_text()
+    assert values.read_text() == (CHART_DIR / "values.yaml").read_text()
 
 
 def test_values_table_documents_every_value(gen: ModuleType, source: dict[str, Any]) -> None:
@@ -161,3 +167,90 @@ def test_missing_plugin_is_skipped_but_a_broken_one_is_not(gen: ModuleType) -> N
     with pytest.raises(ModuleNotFoundError):
         # the package exists, so an absent *parent* deeper down is a real error
         gen.load_plugin("no_such_package_at_all.sub.module", "write")
+
+
+# --- values.yaml comments: each key's schema description, written by `just gen` ---------------
+
+TOY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "replicas": {"description": "How many pods.", "type": "integer"},
+        "labels": {"description": "Extra labels.", "$ref": "#/$defs/labels"},
+        "peers": {"description": "Peers.", "type": "array"},
+        "policy": {
+            "description": "The policy.",
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {"description": "Render it. " + "Long words wrap. " * 12},
+            },
+        },
+    },
+    "$defs": {
+        "labels": {
+            "type": "object",
+            "additionalProperties": False,
+            "patternProperties": {"^.+$": {"type": "string"}},
+        }
+    },
+}
+
+
+def test_values_yaml_comments_are_the_schema_descriptions(
+    gen: ModuleType, source: dict[str, Any]
+) -> None:
+    text = (CHART_DIR / "values.yaml").read_text()
+    assert gen.comment_values(source, text) == text, "run `just gen`"
+
+
+def test_a_key_without_its_comment_or_with_another_one_is_out_of_sync(
+    gen: ModuleType, source: dict[str, Any]
+) -> None:
+    """The sync check above fails when a comment is missing or disagrees with the schema."""
+    text = (CHART_DIR / "values.yaml").read_text()
+    comment = "# Replicas with the kubernetes store (they elect a leader); the file store always"
+    assert f"{comment} runs 1.\nreplicaCount:" in text
+    missing = text.replace(f"{comment} runs 1.\n", "")
+    assert gen.comment_values(source, missing) == text
+    stale = text.replace(f"{comment} runs 1.\n", "# Number of pods.\n")
+    assert gen.comment_values(source, stale) == text
+
+
+def test_commenting_keeps_every_value(gen: ModuleType, source: dict[str, Any]) -> None:
+    text = (CHART_DIR / "values.yaml").read_text()
+    bare = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    commented = gen.comment_values(source, bare + "\n")
+    assert yaml.safe_load(commented) == yaml.safe_load(text)
+    assert gen.comment_values(source, commented) == commented
+
+
+def test_comments_wrap_and_only_schema_keys_get_one(gen: ModuleType) -> None:
+    text = (
+        "---\n# header, kept\n\n# a stale note\nreplicas: 2\n\n# section note, kept\n\n"
+        "labels:\n  app.kubernetes.io/part-of: x\npeers:\n  - name: a\n    port: 1\n"
+        "policy:\n  enabled: true\n"
+    )
+    lines = gen.comment_values(TOY_SCHEMA, text).splitlines()
+    assert lines[:5] == ["---", "# header, kept", "", "# How many pods.", "replicas: 2"]
+    assert lines[6:10] == ["# section note, kept", "", "# Extra labels.", "labels:"]
+    # map entries and list items are data: no comment
+    assert lines[10:15] == [
+        "  app.kubernetes.io/part-of: x",
+        "# Peers.",
+        "peers:",
+        "  - name: a",
+        "    port: 1",
+    ]
+    assert lines[15:17] == ["# The policy.", "policy:"]
+    wrapped = lines[17:-1]
+    assert len(wrapped) > 1
+    assert all(line.startswith("  # ") and len(line) <= 100 for line in wrapped)
+    description = TOY_SCHEMA["properties"]["policy"]["properties"]["enabled"]["description"]
+    assert " ".join(line.removeprefix("  # ") for line in wrapped) == description.strip()
+    assert lines[-1] == "  enabled: true"
+
+
+def test_a_key_the_schema_does_not_define_is_refused(gen: ModuleType) -> None:
+    with pytest.raises(SystemExit, match=r"policy\.enable is not defined"):
+        gen.comment_values(TOY_SCHEMA, "policy:\n  enable: true\n")

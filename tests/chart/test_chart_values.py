@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from chart_helpers import CHART_DIR, CI_VALUES, coalesce, load_yaml
+from chart_helpers import CHART_DIR, CI_VALUES, coalesce, error_paths, load_yaml
 from helm_python import Chart
 from helm_python.errors import HelmValuesError
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema import Draft202012Validator
 
 VALUES_REF = re.compile(r"(?<![\w$])\$?\w*\.Values\.([A-Za-z_][\w.]*)")
 ALIAS = re.compile(r"\$(\w+)\s*:?=\s*(\.Values\.[\w.]+|\$\w+\.[\w.]+)")
@@ -94,20 +94,6 @@ def template_sources(chart: Chart) -> list[str]:
     return [template["data"] for template in chart.templates]
 
 
-def error_paths(schema: dict[str, Any], document: dict[str, Any]) -> set[str]:
-    """JSON-pointer paths of every error, nested oneOf/anyOf causes included."""
-    paths: set[str] = set()
-
-    def visit(error: ValidationError) -> None:
-        paths.add("".join(f"/{part}" for part in error.absolute_path))
-        for cause in error.context or ():
-            visit(cause)
-
-    for error in Draft202012Validator(schema).iter_errors(document):
-        visit(error)
-    return paths
-
-
 # --- the checker itself can fail -----------------------------------------------------------
 
 
@@ -181,6 +167,7 @@ def test_ci_matrix_covers_the_documented_configurations() -> None:
         "extension-points-values.yaml",
         "no-rbac-values.yaml",
         "other-namespace-values.yaml",
+        "restricted-egress-values.yaml",
     } <= names
 
 

@@ -27,12 +27,9 @@ from dataclasses import dataclass, field
 
 from rel_support import KubeTarget, leaf_errors
 
-from checkpoint_runtime.election.elector import (
-    ElectionThread,
-    ElectionTimings,
-    KubernetesLeaseLock,
-    LeaderElector,
-)
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import CheckpointError, ConflictError
 from checkpoint_runtime.store.core import Store
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from rel_support import KubeTarget, rss_bytes
 
-from checkpoint_runtime.format.reference_rows import FeedWorkload, rfc3339_ns
+from checkpoint_runtime.format.reference_rows import FeedWorkload
+from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
 
@@ -88,7 +89,7 @@ def run_load(
             newest = f"{shard}/seen/new-{window:06d}-{clock:08d}"
             changes: dict[str, str | None] = {
                 f"{shard}/cursor": newest,
-                newest: rfc3339_ns(clock * 1_000_000_000),
+                newest: rfc3339_from_ns(clock * 1_000_000_000),
                 seen[shard].pop(0): None,  # the bounded seen set evicts its oldest row
             }
             seen[shard].append(newest)

@@ -38,12 +38,9 @@ from typing import Any
 
 from rel_support import KubeTarget, leaf_errors
 
-from checkpoint_runtime.election.elector import (
-    ElectionTimings,
-    KubernetesLeaseLock,
-    LeaderElector,
-    LeadershipLostError,
-)
+from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConflictError, EpochFencedError
 from checkpoint_runtime.store.core import Store
 

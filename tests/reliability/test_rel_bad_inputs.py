@@ -18,7 +18,8 @@ from rel_shards import FEED, ROWS, BadShard, bad_shards, plant_in_folder, plant_
 from rel_support import CountingBackend, KubeTarget, leaf_errors
 
 from checkpoint_gate.paths import CHART_DIR
-from checkpoint_gate.render import SdkRenderer, ValuesSchema
+from checkpoint_gate.render import SdkRenderer
+from checkpoint_gate.validate import ValuesSchema
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, LEGACY_DATA_KEY, SHARD_DATA_KEY
 from checkpoint_runtime.errors import (

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from checkpoint_gate.engine import Level, PolicyEngine
 from checkpoint_gate.render import SdkRenderer
@@ -27,6 +28,11 @@ SERVICE_ACCOUNT = (
 VOLUMES = "      volumes:\n"
 IMAGE = 'image: {{ include "checkpoint-runtime.image" . | quote }}'
 RESOURCES = "          resources:\n            {{- toYaml .Values.resources | nindent 12 }}\n"
+API_SERVER_PEERS = (
+    "    - to:\n        {{- range $egress.apiServer.cidrs }}\n        - ipBlock:\n"
+    "            cidr: {{ . | quote }}\n        {{- end }}\n      ports:\n"
+)
+RESTRICTED_EGRESS = Path(__file__).resolve().parents[2] / "ci" / "restricted-egress-values.yaml"
 LIVENESS = (
     "          livenessProbe:\n            httpGet:\n              path: /healthz\n"
     "              port: http\n            {{- toYaml .Values.probes.liveness | nindent 12 }}\n"
@@ -58,6 +64,7 @@ class Broken:
     new: str
     rule: str
     kind: str
+    # Values that make the broken object render (optional objects are off by default).
     values: dict[str, Any] = field(default_factory=dict)
 
 
@@ -219,6 +226,14 @@ VARIANTS: dict[str, Broken] = {
         "app.kubernetes.io/version: {{ .Values.image.tag | quote }}\n{{- end }}",
         "HYG-20",
         "Deployment",
+    ),
+    "egress-rule-to-every-address": Broken(
+        "networkpolicy.yaml",
+        API_SERVER_PEERS,
+        "    - ports:\n",
+        "HYG-22",
+        "NetworkPolicy",
+        yaml.safe_load(RESTRICTED_EGRESS.read_text(encoding="utf-8")),
     ),
     "test-pod-without-delete-policy": Broken(
         "tests/test-healthz.yaml",

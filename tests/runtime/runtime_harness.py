@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from checkpoint_runtime.collectors.objectstore import object_id
+from checkpoint_runtime.format.values import object_id
 from checkpoint_testenv.controlplane import free_port
 from checkpoint_testenv.flowlogs import FlowLogServer
 

@@ -14,12 +14,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from checkpoint_runtime.election.elector import (
-    ElectionThread,
-    ElectionTimings,
-    KubernetesLeaseLock,
-    LeaderElector,
-)
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.election.timings import ElectionTimings
+from checkpoint_runtime.errors import ConfigError
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
 
@@ -203,7 +201,7 @@ def test_the_chart_account_cannot_hold_another_lease(
 def test_a_client_with_silent_retries_is_refused(release: Release) -> None:
     with (
         client.ApiClient(release.configuration()) as api,
-        pytest.raises(ValueError, match="retries"),
+        pytest.raises(ConfigError, match="retries"),
     ):
         KubernetesLeaseLock(api, release.coordination_namespace, release.lease_name, "x")
 

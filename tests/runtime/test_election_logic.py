@@ -13,13 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from checkpoint_runtime.election.elector import (
-    ElectionTimings,
-    LeaderElector,
-    LeadershipLostError,
-    LeaseRecord,
-    wire_time,
-)
+from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
+from checkpoint_runtime.election.lease_lock import LeaseRecord, wire_time
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ from runtime_harness import FlowLogServer
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector, parse_rfc3339
-from checkpoint_runtime.collectors.objectstore import rfc3339_ns
+from checkpoint_runtime.format.values import rfc3339_ns
 from checkpoint_runtime.store.core import Store
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

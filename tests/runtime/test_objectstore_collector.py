@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, object_id, object_name
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.format.values import object_id, object_name
 from checkpoint_runtime.store.core import Store
 
 

@@ -18,8 +18,9 @@ from checkpoint_runtime.collectors import (
     SourceError,
     SourceUnreachableError,
 )
-from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, object_id, object_name
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format.values import object_id, object_name
 from checkpoint_runtime.runtime.settings import parse
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import free_port

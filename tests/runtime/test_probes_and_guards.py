@@ -11,15 +11,13 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.election.elector import (
-    ElectionTimings,
-    LeaderElector,
-    LeadershipLostError,
-    LeaseRecord,
-)
+from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
+from checkpoint_runtime.election.lease_lock import LeaseRecord
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.process import LeaderGuardedMap
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 
 
 def fetch(port: int, path: str) -> tuple[int, str]:

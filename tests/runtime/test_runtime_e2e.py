@@ -281,7 +281,11 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
     fatal = [e for e in a.logs() if e.get("msg", "").startswith("lifecycle ended")]
     assert fatal
     assert fatal[0]["write_uncertain"] is True
-    assert any("write outcome unknown" in cause for cause in fatal[0]["causes"])
+    (cause,) = fatal[0]["causes"]  # every grouped error, with its shard
+    assert cause["error"] == "WriteUncertainError"
+    assert cause["shard"] == SHARD
+    assert "write outcome unknown" in cause["message"]
+    assert "write outcome unknown" in fatal[0]["msg"]
     dropped = [e for e in proxy.events if e.action is Action.DROP_RESPONSE_AFTER_FORWARD]
     assert [e.upstream_status for e in dropped] == [200]  # the write did commit
     assert "u-3.json" in a.objects()

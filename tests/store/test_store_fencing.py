@@ -21,12 +21,9 @@ from checkpoint_runtime.constants import (
     ANNOTATION_LEASE_UID,
     ANNOTATION_WRITER,
 )
-from checkpoint_runtime.election.elector import (
-    ElectionTimings,
-    KubernetesLeaseLock,
-    LeaderElector,
-    LeadershipLostError,
-)
+from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConflictError, EpochFencedError
 from checkpoint_runtime.store.core import Store
 

@@ -81,3 +81,56 @@ def test_api_server_422_for_a_too_large_shard_surfaces_as_oversize(kube: KubeHar
         kube.backend().create_shard(write, Deadline(30))
     assert raised.value.rows == 3
     assert raw_shard(kube, OVERSIZE_SHARD) is None
+
+
+@pytest.mark.parametrize(
+    ("blob", "annotations", "measured", "size", "limit", "server_words"),
+    [
+        pytest.param(
+            b"x" * 145,
+            {"example.com/note": "y" * 300_000},
+            "the annotations",
+            len("example.com/note") + 300_000 + len("checkpoint-runtime.io/rows") + 1,
+            262_144,
+            "metadata.annotations: Too long",
+            id="422-annotations",
+        ),
+        pytest.param(
+            bytes(range(256)) * 4200,
+            {},
+            "the shard value",
+            256 * 4200,
+            CONFIGMAP_VALUE_LIMIT,
+            "[]: Too long",
+            id="422-value",
+        ),
+        pytest.param(
+            b"z" * 2_500_000, {}, "the request body", None, 3 * 1024 * 1024, "413", id="413-body"
+        ),
+    ],
+)
+def test_a_server_size_refusal_reports_the_servers_message_and_the_size_it_measured(
+    kube: KubeHarness,
+    blob: bytes,
+    annotations: dict[str, str],
+    measured: str,
+    size: int | None,
+    limit: int,
+    server_words: str,
+) -> None:
+    """The store's own check passed (or was bypassed) and the server refused: the error says
+    what the server said and measured, not the shard's local encoded size."""
+    write = ShardWrite(OVERSIZE_SHARD, blob, {"checkpoint-runtime.io/rows": "3", **annotations})
+    with pytest.raises(OversizeError) as raised:
+        kube.backend().create_shard(write, Deadline(30))
+    error = raised.value
+    assert error.server_answer is not None
+    assert server_words in error.server_answer
+    assert (error.measured, error.limit, error.rows) == (measured, limit, 3)
+    if size is not None:
+        assert error.size == size
+    else:  # the request body: the base64 value alone is 4/3 of the blob
+        assert error.size > len(blob) * 4 // 3
+    assert f"{measured}: {error.size} bytes, limit {limit} bytes" in str(error)
+    assert "encodes to" not in str(error)
+    assert raw_shard(kube, OVERSIZE_SHARD) is None

@@ -16,7 +16,7 @@ import pytest
 
 import checkpoint_gate
 from checkpoint_runtime import cli
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import ConfigError, ConflictError, WriteUncertainError
 
 HEAVY = (
     "kubernetes",
@@ -109,6 +109,36 @@ def test_an_unexpected_error_prints_one_named_line_and_exits_3(
     assert cli.TRACEBACK_ENV in err
     assert "Traceback" not in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("inner", "code", "prefix"),
+    [
+        pytest.param(ConflictError("b", "resourceVersion changed"), 2, "error: ", id="named"),
+        pytest.param(ZeroDivisionError("by zero"), 3, "error: unexpected ", id="unexpected"),
+    ],
+)
+def test_a_group_of_errors_prints_every_grouped_error_on_its_own_line(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    inner: Exception,
+    code: int,
+    prefix: str,
+) -> None:
+    def fail() -> int:
+        nested = ExceptionGroup("inner group", [inner])
+        raise ExceptionGroup("2 of 2 shard(s) failed", [WriteUncertainError("a", "lost"), nested])
+
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    fake_command(monkeypatch, fail)
+    assert cli.main(["boom"]) == code
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{prefix}ExceptionGroup: 2 of 2 shard(s) failed")
+    assert lines[1:] == [
+        "  WriteUncertainError: shard 'a': write outcome unknown: lost",
+        "  ExceptionGroup: inner group",
+        f"    {type(inner).__name__}: {inner}",
+    ]
 
 
 def test_the_traceback_env_var_adds_the_traceback(

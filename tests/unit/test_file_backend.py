@@ -16,7 +16,8 @@ from checkpoint_runtime.constants import ANNOTATION_FORMAT, ANNOTATION_SHARD_KEY
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import ConflictError, DeadlineExceeded
 from checkpoint_runtime.format.codec import encode_shard
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 
 SHARD = "objectstore/feed"
 

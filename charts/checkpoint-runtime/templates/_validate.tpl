@@ -41,3 +41,19 @@ each other's cursors; the runtime refuses that config at startup, the chart alre
 {{- $_ := set $owners $namespace $index }}
 {{- end }}
 {{- end }}
+
+{{/*
+A restricted egress is part of the NetworkPolicy, and with the kubernetes store it must name
+the API server: an egress rule without destinations would allow every address instead.
+*/}}
+{{- define "checkpoint-runtime.checkEgress" -}}
+{{- $policy := .Values.networkPolicy }}
+{{- if $policy.egress.restrict }}
+{{- if not $policy.enabled }}
+{{- fail "checkpoint-runtime: invalid values: networkPolicy.egress.restrict needs networkPolicy.enabled: the egress rules are part of the NetworkPolicy" }}
+{{- end }}
+{{- if and (include "checkpoint-runtime.kubernetesStore" .) (not $policy.egress.apiServer.cidrs) }}
+{{- fail "checkpoint-runtime: invalid values: networkPolicy.egress.apiServer.cidrs is required when networkPolicy.egress.restrict is true with the kubernetes store: list the kubernetes Service's ClusterIP and the API server's endpoint addresses (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)" }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -27,9 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
-    ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_LEASE,
-    ANNOTATION_MIGRATED,
     ANNOTATION_ROWS,
     ANNOTATION_WRITE_ID,
     COMPONENT_SHARD,
@@ -48,7 +47,7 @@ from checkpoint_runtime.errors import (
     OversizeError,
     WriteUncertainError,
 )
-from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
@@ -151,9 +150,9 @@ class KubernetesBackend:
                 return None
             raise self._refused(f"reading ConfigMap {name}", error) from None
 
-    def _refused(self, what: str, error: ApiException) -> ApiRefusedError:
+    def _refused(self, what: str, error: ApiException, shard: str | None = None) -> ApiRefusedError:
         status = int(error.status or 0)
-        return ApiRefusedError(what, status, _status_reason(error), _status_message(error))
+        return ApiRefusedError(what, status, _status_reason(error), _status_message(error), shard)
 
     def _stored(self, item: Any, expected_shard: str | None = None) -> StoredShard:
         meta = item.metadata
@@ -257,12 +256,32 @@ class KubernetesBackend:
             return ConflictError(write.shard, f"{detail} ({_status_message(error)})")
         too_long = any(marker in _status_message(error) for marker in _TOO_LONG_MARKERS)
         if error.status == 413 or (error.status == 422 and too_long):
-            size = int(write.annotations.get(ANNOTATION_COMPRESSED_BYTES, len(write.blob)))
-            rows = int(write.annotations.get(ANNOTATION_ROWS, 0))
-            return OversizeError(write.shard, size, CONFIGMAP_VALUE_LIMIT, rows)
+            return self._server_oversize(write, error)
         if error.status == 404:
             return ConflictError(write.shard, "the shard was removed")
-        return self._refused(f"writing shard {write.shard!r}", error)
+        return self._refused(f"writing shard {write.shard!r}", error, write.shard)
+
+    def _server_oversize(self, write: ShardWrite, error: ApiException) -> OversizeError:
+        """The server's own size refusal (413, or 422 too long): its message and limit, and the
+        size of what it measured (the request body, the annotations or the values)."""
+        message = _status_message(error)
+        answer = f"{error.status} {_status_reason(error) or error.reason}: {message}"
+        limits = re.findall(r"(?:more than|at most|limit is) (\d+)", message)
+        limit = int(limits[-1]) if limits else CONFIGMAP_VALUE_LIMIT
+        if error.status == 413:
+            body = self.api_client.sanitize_for_serialization(  # type: ignore[no-untyped-call]
+                self._body(write, None)
+            )
+            measured, size = "the request body", len(json.dumps(body).encode("utf-8"))
+        elif "metadata.annotations" in message:
+            measured = "the annotations"
+            size = sum(len(k.encode()) + len(v.encode()) for k, v in write.annotations.items())
+        else:
+            measured, size = "the shard value", len(write.blob)
+        rows = int(write.annotations.get(ANNOTATION_ROWS, 0))
+        return OversizeError(
+            write.shard, size, limit, rows, server_answer=answer, measured=measured
+        )
 
     def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> WriteResult:
         try:
@@ -344,11 +363,12 @@ class KubernetesBackend:
             if item is None:
                 raise ConflictError(legacy.name, "legacy checkpoint disappeared")
             annotations = item.metadata.annotations or {}
-            if annotations.get(ANNOTATION_MIGRATED) == digest:
+            wanted = marked(annotations, digest, self.lease_name)
+            if wanted == annotations:  # already marked, by this store too
                 return
             if item.metadata.resource_version != legacy.version:
                 raise ConflictError(legacy.name, "legacy checkpoint changed since it was read")
-            item.metadata.annotations = {**annotations, ANNOTATION_MIGRATED: digest}
+            item.metadata.annotations = wanted
             timeout = self._timeout(deadline, "marking the legacy checkpoint")
             try:
                 self.core.replace_namespaced_config_map(

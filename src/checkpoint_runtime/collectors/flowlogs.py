@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from checkpoint_runtime.collectors import CheckpointMap, SourceError
-from checkpoint_runtime.collectors.objectstore import rfc3339_ns
 from checkpoint_runtime.collectors.sink import Sink
 from checkpoint_runtime.constants import (
     DEFAULT_POLL_SECONDS,
@@ -30,6 +29,7 @@ from checkpoint_runtime.constants import (
     FLOWLOGS_REQUEST_TIMEOUT_SECONDS,
 )
 from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.values import rfc3339_ns
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ restart nothing the seen-set covers is emitted again, and a crash repeats at mos
 
 from __future__ import annotations
 
-import base64
 import binascii
 import gzip
 import json
@@ -56,25 +55,9 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import ConfigError, MissingExtraError
 from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.values import object_id, object_name, rfc3339_ns
 
 log = logging.getLogger(__name__)
-
-
-def object_id(name: str) -> str:
-    """The seen/gap row id of an object name: unpadded base64 (the old design's row shape)."""
-    return base64.b64encode(name.encode()).decode().rstrip("=")
-
-
-def object_name(row_id: str) -> str:
-    """Inverse of object_id."""
-    padded = row_id + "=" * (-len(row_id) % 4)
-    return base64.b64decode(padded, validate=True).decode()
-
-
-def rfc3339_ns(moment: datetime) -> str:
-    """RFC 3339 UTC with nine fraction digits, the timestamp format of every collector row."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond * 1000:09d}Z"
 
 
 @dataclass(frozen=True)
@@ -168,7 +151,7 @@ class ObjectStoreCollector:
         now: Callable[[], datetime] | None = None,
     ) -> None:
         if max_seen_keys < 1:
-            raise ValueError("max_seen_keys must be at least 1")
+            raise ConfigError("maxSeenKeys", "must be at least 1")
         self.store = store
         self.sink = sink
         self.feed = feed

@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from checkpoint_runtime.errors import ConfigError
+
 
 class Sink(Protocol):
     def emit(self, record: dict[str, Any]) -> None: ...
@@ -53,7 +55,7 @@ def open_sink(kind: str, path: str | None = None) -> JsonLinesSink:
         return JsonLinesSink(sys.stdout)
     if kind == "file":
         if not path:
-            raise ValueError("sink.path is required for sink kind 'file'")
+            raise ConfigError("sink.path", "is required for sink kind 'file'")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return JsonLinesSink(open(path, "a", encoding="utf-8"), fsync=True)
-    raise ValueError(f"unknown sink kind {kind!r}")
+    raise ConfigError("sink.kind", f"unknown sink kind {kind!r}")

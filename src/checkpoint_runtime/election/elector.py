@@ -1,7 +1,10 @@
 """Leader election on a `coordination.k8s.io/v1` Lease with client-go's semantics.
 
-The Python client has no LeaseLock, so this is a small port of client-go's
-`tools/leaderelection`: the same validated timings (lease > renew deadline > 1.2 x retry),
+A small port of client-go's `tools/leaderelection` rather than the Python client's
+`kubernetes.leaderelection`, whose LeaseLock does not keep `leaseTransitions` (the epoch this store
+fences with), whose config calls `sys.exit` on bad timings, which builds its API object from the
+global default client (with the client's automatic retries), and which never releases the Lease.
+This port has the same validated timings (lease > renew deadline > 1.2 x retry),
 the same acquire/renew step (`try_acquire_or_renew`), expiry judged by the *local* time at which
 a record was last seen to change (client-go's observedTime, immune to clock skew between nodes),
 and release on shutdown (holder "" and a 1 s lease, like ReleaseOnCancel). It needs only get,
@@ -22,21 +25,15 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.constants import (
-    ANNOTATION_EPOCH_BASE,
     LEADER_ELECTION_JITTER_FACTOR,
-    LEASE_DURATION_SECONDS,
-    RENEW_DEADLINE_SECONDS,
-    RETRY_PERIOD_SECONDS,
 )
+from checkpoint_runtime.election.lease_lock import LeaseLock, LeaseRecord
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import CheckpointError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -50,73 +47,6 @@ Clock = Callable[[], float]
 WallClock = Callable[[], datetime]
 
 
-@dataclass(frozen=True)
-class ElectionTimings:
-    """client-go's three durations, validated as NewLeaderElector validates them."""
-
-    lease_duration: float = LEASE_DURATION_SECONDS
-    renew_deadline: float = RENEW_DEADLINE_SECONDS
-    retry_period: float = RETRY_PERIOD_SECONDS
-
-    def __post_init__(self) -> None:
-        path = "leaderElection"
-        if self.lease_duration < 1 or self.lease_duration != int(self.lease_duration):
-            raise ConfigError(
-                f"{path}.leaseDurationSeconds",
-                f"must be a whole number of seconds >= 1 (the Lease stores int32 seconds), "
-                f"got {self.lease_duration:g}",
-            )
-        if self.retry_period <= 0:
-            raise ConfigError(f"{path}.retryPeriodSeconds", "must be greater than zero")
-        if self.lease_duration <= self.renew_deadline:
-            raise ConfigError(
-                f"{path}.renewDeadlineSeconds",
-                f"leaseDurationSeconds ({self.lease_duration:g}) must be greater than "
-                f"renewDeadlineSeconds ({self.renew_deadline:g})",
-            )
-        if self.renew_deadline <= LEADER_ELECTION_JITTER_FACTOR * self.retry_period:
-            raise ConfigError(
-                f"{path}.renewDeadlineSeconds",
-                f"renewDeadlineSeconds ({self.renew_deadline:g}) must be greater than "
-                f"{LEADER_ELECTION_JITTER_FACTOR:g} x retryPeriodSeconds ({self.retry_period:g})",
-            )
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """The Lease spec fields leader election reads and writes (client-go's LeaderElectionRecord)."""
-
-    holder_identity: str
-    lease_duration_seconds: int
-    acquire_time: datetime | None
-    renew_time: datetime | None
-    lease_transitions: int
-    epoch_base: int = 0
-    """Added to lease_transitions to give the epoch (annotation; raised by `renew_above`)."""
-
-    @property
-    def epoch(self) -> int:
-        return self.epoch_base + self.lease_transitions
-
-
-class LeaseLock(Protocol):
-    """Get/create/update of one Lease; any exception is a failed try for the elector."""
-
-    identity: str
-    uid: str
-    """metadata.uid of the Lease object last read or written ("" before that)."""
-
-    def describe(self) -> str: ...
-
-    def get(self, timeout: float) -> LeaseRecord | None:
-        """The current record, or None if the Lease does not exist."""
-
-    def create(self, record: LeaseRecord, timeout: float) -> None: ...
-
-    def update(self, record: LeaseRecord, timeout: float) -> None:
-        """Replace the spec, guarded by the resourceVersion last seen by get/create/update."""
-
-
 def default_identity(pod_name: str | None) -> str:
     """A candidate identity unique to this process lifetime, readable in `kubectl get lease`.
 
@@ -124,147 +54,6 @@ def default_identity(pod_name: str | None) -> str:
     holder) without a new epoch; the random suffix makes every process a new candidate.
     """
     return f"{pod_name or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-def wire_time(value: datetime) -> datetime:
-    """A timestamp the client can send as a MicroTime.
-
-    The client serialises datetimes with isoformat(), which drops the fraction when it is zero,
-    and the API server's MicroTime parser (RFC 3339 with exactly six fraction digits) answers
-    such a value with 400 Bad Request (checked on the real server). One microsecond more is
-    far below the resolution anyone reads a renewTime at.
-    """
-    value = value.astimezone(UTC)
-    return value if value.microsecond else value.replace(microsecond=1)
-
-
-class KubernetesLeaseLock:
-    """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update."""
-
-    def __init__(self, api: client.ApiClient, namespace: str, name: str, identity: str) -> None:
-        if not identity:
-            raise ConfigError("leaderElection", "lock identity is empty")
-        if api.configuration.retries != 0:
-            # urllib3's default Retry(3) re-sends a PUT whose answer was lost: the re-sent
-            # renewal then fails 409 and hides that the first one committed.
-            raise ValueError("the Lease client must have configuration.retries = 0")
-        self._api = client.CoordinationV1Api(api)
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.uid = ""
-        self._metadata: client.V1ObjectMeta | None = None
-
-    def describe(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def get(self, timeout: float) -> LeaseRecord | None:
-        try:
-            lease = self._api.read_namespaced_lease(
-                self.name, self.namespace, _request_timeout=timeout
-            )
-        except ApiException as error:
-            if error.status == 404:
-                self._metadata = None
-                self.uid = ""
-                return None
-            raise
-        self._remember(lease)
-        return _record_of(lease.spec, lease.metadata.annotations if lease.metadata else None)
-
-    def create(self, record: LeaseRecord, timeout: float) -> None:
-        body = client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=client.V1ObjectMeta(
-                name=self.name,
-                namespace=self.namespace,
-                annotations=_with_base(None, record),
-            ),
-            spec=_spec_of(record),
-        )
-        self._remember(
-            self._api.create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
-        )
-
-    def update(self, record: LeaseRecord, timeout: float) -> None:
-        if self._metadata is None or not self._metadata.resource_version:
-            raise RuntimeError(f"lease {self.describe()}: update before get or create")
-        # The uid is a precondition: an update never lands on a recreated Lease of this name.
-        metadata = client.V1ObjectMeta(
-            name=self._metadata.name,
-            namespace=self._metadata.namespace,
-            resource_version=self._metadata.resource_version,
-            uid=self._metadata.uid,
-            labels=self._metadata.labels,
-            annotations=_with_base(self._metadata.annotations, record),
-        )
-        body = client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=metadata,
-            spec=_spec_of(record),
-        )
-        self._remember(
-            self._api.replace_namespaced_lease(
-                self.name, self.namespace, body, _request_timeout=timeout
-            )
-        )
-
-    def _remember(self, lease: client.V1Lease) -> None:
-        """Keep what an update must carry: name, uid, resourceVersion, labels, annotations."""
-        meta = lease.metadata
-        if meta is None or not meta.resource_version:
-            raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
-        self.uid = meta.uid or ""
-        self._metadata = client.V1ObjectMeta(
-            name=meta.name,
-            namespace=meta.namespace,
-            resource_version=meta.resource_version,
-            uid=meta.uid,
-            labels=meta.labels,
-            annotations=meta.annotations,
-        )
-
-
-def epoch_base_of(annotations: Mapping[str, str] | None) -> int:
-    """The epoch base a Lease carries (0 when absent; a value that is not a whole number is
-    read as 0, which can only make our epoch lower, never let us pass a newer stamp)."""
-    raw = (annotations or {}).get(ANNOTATION_EPOCH_BASE, "0")
-    return int(raw) if raw.isdigit() else 0
-
-
-def _with_base(annotations: Mapping[str, str] | None, record: LeaseRecord) -> dict[str, str]:
-    merged = dict(annotations or {})
-    if record.epoch_base or ANNOTATION_EPOCH_BASE in merged:
-        merged[ANNOTATION_EPOCH_BASE] = str(record.epoch_base)
-    return merged
-
-
-def _record_of(
-    spec: client.V1LeaseSpec | None, annotations: Mapping[str, str] | None = None
-) -> LeaseRecord:
-    base = epoch_base_of(annotations)
-    if spec is None:
-        return LeaseRecord("", 0, None, None, 0, base)
-    return LeaseRecord(
-        holder_identity=spec.holder_identity or "",
-        lease_duration_seconds=int(spec.lease_duration_seconds or 0),
-        acquire_time=spec.acquire_time,
-        renew_time=spec.renew_time,
-        lease_transitions=int(spec.lease_transitions or 0),
-        epoch_base=base,
-    )
-
-
-def _spec_of(record: LeaseRecord) -> client.V1LeaseSpec:
-    return client.V1LeaseSpec(
-        holder_identity=record.holder_identity,
-        lease_duration_seconds=record.lease_duration_seconds,
-        lease_transitions=record.lease_transitions,
-        acquire_time=wire_time(record.acquire_time) if record.acquire_time else None,
-        renew_time=wire_time(record.renew_time) if record.renew_time else None,
-    )
 
 
 class LeaderElector:

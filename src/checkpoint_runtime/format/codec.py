@@ -461,15 +461,3 @@ def decode_stored(shard: str, blob: bytes) -> DecodedShard:
 def decode_shard(shard: str, blob: bytes) -> dict[str, str]:
     """Rows of a stored shard blob (v2 or v1), bounded and fail-closed."""
     return decode_stored(shard, blob).rows
-
-
-def baseline_encode(rows: Mapping[str, str]) -> bytes:
-    """What the old design and Helm do: gzip of the sorted compact JSON map (for comparisons)."""
-    text = json.dumps(dict(sorted(rows.items())), separators=(",", ":"))
-    return gzip_fixed(text.encode("utf-8"))
-
-
-def baseline_decode(blob: bytes) -> dict[str, str]:
-    members = gunzip_members(blob, MAX_DECODED_ENVELOPE, "<baseline>")
-    rows: dict[str, str] = json.loads(b"".join(member.data for member in members))
-    return rows

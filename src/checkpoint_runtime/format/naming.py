@@ -18,6 +18,7 @@ from checkpoint_runtime.constants import (
     SHARD_NAME_HASH_CHARS,
     STORE_LABEL_HASH_CHARS,
 )
+from checkpoint_runtime.errors import KeyGrammarError
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _NOT_DNS = re.compile(r"[^a-z0-9.-]+")
@@ -41,7 +42,7 @@ def shard_name(lease_name: str, shard: str) -> str:
     name = "-".join(part for part in (prefix, readable, digest) if part)
     name = re.sub(r"[-.]{2,}", "-", name)
     if not is_dns_subdomain(name):
-        raise ValueError(f"cannot derive a DNS-1123 name for shard {shard!r}: {name!r}")
+        raise KeyGrammarError(shard, f"no DNS-1123 ConfigMap name can be derived ({name!r})")
     return name
 
 

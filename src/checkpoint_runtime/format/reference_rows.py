@@ -13,13 +13,13 @@ what any lossless encoding of the rows can take.
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.values import object_id, rfc3339_from_ns
 
 SHAPES = ("old-design", "uuid")
 LEGACY_ROW_BYTES = 157  # `"key":"value",` of one seen row in the old design's JSON
@@ -29,17 +29,6 @@ TIMESTAMP_CHARS = len("2026-03-01T00:00:00.000000000Z")
 # Random bits a row draws, per shape: (timestamp step, object-name randomness).
 _STEP_BITS = {"old-design": 16, "uuid": 40}
 _NAME_BITS = {"old-design": 4, "uuid": 122}
-
-
-def rfc3339_ns(ns: int) -> str:
-    """RFC 3339 UTC with nine fractional digits, the cursor format of the collectors."""
-    seconds, frac = divmod(ns, 1_000_000_000)
-    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{frac:09d}Z"
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode().rstrip("=")
 
 
 def _uuid4(rng: random.Random) -> str:
@@ -84,16 +73,17 @@ class FeedWorkload:
             bits += _STEP_BITS[self.shape] + _NAME_BITS[self.shape]
             filler_chars = max(0, (id_chars * 3) // 4 - len(base) - len(tail))
             name = base + "x" * filler_chars + tail
-            rows[seen_prefix + _b64(name)] = rfc3339_ns(ns)
+            rows[seen_prefix + object_id(name)] = rfc3339_from_ns(ns)
         for index in range(self.gap_rows):
             start = EPOCH_NS + index * 60_000_000_000
             rows[f"{self.shard}/gap/{index:06d}"] = json.dumps(
-                {"from": rfc3339_ns(start), "to": rfc3339_ns(start + 30_000_000_000)},
+                {"from": rfc3339_from_ns(start), "to": rfc3339_from_ns(start + 30_000_000_000)},
                 separators=(",", ":"),
             )
         rows[f"{self.shard}/cursor"] = name
         rows[f"{self.shard}/scan"] = json.dumps(
-            {"after": name, "listed": self.seen_rows, "at": rfc3339_ns(ns)}, separators=(",", ":")
+            {"after": name, "listed": self.seen_rows, "at": rfc3339_from_ns(ns)},
+            separators=(",", ":"),
         )
         self.rows = rows
         self.entropy_bits = bits
@@ -103,11 +93,11 @@ def flowlogs_rows(shard: str, replay_rows: int = 12, seed: int = 0) -> dict[str,
     """A flowlogs collector's cursor and replay windows."""
     rng = random.Random(f"{seed}:flowlogs:{shard}")
     cursor = EPOCH_NS + rng.getrandbits(40)
-    rows = {f"{shard}/cursor": rfc3339_ns(cursor)}
+    rows = {f"{shard}/cursor": rfc3339_from_ns(cursor)}
     for index in range(replay_rows):
         start = cursor - (index + 1) * 300_000_000_000
-        window = {"from": rfc3339_ns(start), "to": rfc3339_ns(start + 300_000_000_000)}
-        rows[f"{shard}/replay/{rfc3339_ns(start)}"] = json.dumps(window, separators=(",", ":"))
+        window = {"from": rfc3339_from_ns(start), "to": rfc3339_from_ns(start + 300_000_000_000)}
+        rows[f"{shard}/replay/{rfc3339_from_ns(start)}"] = json.dumps(window, separators=(",", ":"))
     return rows
 
 

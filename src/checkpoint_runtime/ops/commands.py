@@ -4,7 +4,9 @@ Each selects a store like the runtime does: from a runtime config (`--config`), 
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
 `inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
 one store it finds there (and lists them when there are several, or says there is none).
-Errors are one line, `error: <ErrorName>: message`: exit 2 for a configuration to fix, 1 else.
+Errors are `error: <ErrorName>: message`, and after a group of errors (a persist of several
+shards) one indented line per grouped error with its shard and cause (an API refusal with its
+HTTP status): exit 2 for a configuration to fix, 1 else.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from typing import Any, NamedTuple
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
+    CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.deadline import Deadline
@@ -29,7 +34,6 @@ from checkpoint_runtime.runtime import credentials, projection
 from checkpoint_runtime.runtime.settings import load_settings
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
-from checkpoint_runtime.store.fencing import Stamp
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
@@ -160,7 +164,16 @@ def _project(args: argparse.Namespace) -> int:
     text = inspection.table(
         [{**row, "max_rows": row["max_rows"] or "-"} for row in rows], PROJECTION_COLUMNS
     )
-    _print(args, {"shape": args.shape, "shards": rows}, text)
+    note = (
+        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of the "
+        f"{CONFIGMAP_VALUE_LIMIT}-byte limit free"
+    )
+    document = {
+        "shape": args.shape,
+        "max_rows_headroom_ratio": PROJECTION_ADVICE_HEADROOM,
+        "shards": rows,
+    }
+    _print(args, document, f"{text}\n{note}")
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
@@ -175,12 +188,19 @@ def _migrate(args: argparse.Namespace) -> int:
     if legacy is None:
         print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
         return EXIT_FAILED
-    if args.from_legacy or args.keep_shards:
-        # An operator override: write under the newest epoch seen so no shard fences us.
+    if args.from_legacy or args.keep_shards or args.start_empty:
+        # An operator override: write under the newest epoch seen so no shard fences us (a
+        # leader that stamps a newer epoch meanwhile still fences this write).
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
-        store.stamp = Stamp(newest, MIGRATE_WRITER)
+        store = Store.open(
+            backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+        )
         resolve = (
-            migration.resolve_from_legacy if args.from_legacy else migration.resolve_keep_shards
+            migration.resolve_from_legacy
+            if args.from_legacy
+            else migration.resolve_keep_shards
+            if args.keep_shards
+            else migration.resolve_start_empty
         )
         resolve(store, store.new_deadline())
         store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
@@ -190,7 +210,9 @@ def _migrate(args: argparse.Namespace) -> int:
     document = {**status.__dict__, "state": status.state}
     text = (
         f"legacy {status.name}: {status.state}\n  digest now      {status.digest}\n"
-        f"  migrated digest {status.migrated_digest}\n  legacy rows     {status.rows}\n"
+        f"  migrated digest {status.migrated_digest}\n"
+        f"  migrated by     {', '.join(status.migrated_by) or '-'}\n"
+        f"  legacy rows     {status.rows}\n"
         + "\n".join(f"  shard {k}: from {v}" for k, v in sorted(status.shards_from_legacy.items()))
     )
     _print(args, document, text)
@@ -203,10 +225,10 @@ def _guarded(command: Any) -> Any:
             code: int = command(args)
             return code
         except ConfigError as error:
-            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+            print_error(error)
             return EXIT_USAGE
-        except (CheckpointError, ExceptionGroup, LookupError) as error:
-            print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        except (CheckpointError, ExceptionGroup) as error:
+            print_error(error)
             return EXIT_FAILED
 
     return run
@@ -241,6 +263,12 @@ def register(subparsers: Any) -> None:
         "--keep-shards",
         action="store_true",
         help="shards win: mark the current legacy value as superseded; shards stay as they are",
+    )
+    choice.add_argument(
+        "--start-empty",
+        action="store_true",
+        help="this store starts without the rows of a legacy value another store (another "
+        "Lease name) migrated: record it in the legacy mark; nothing else is written",
     )
     migrate.add_argument("--json", action="store_true", help="print JSON instead of text")
     migrate.set_defaults(func=_guarded(_migrate))

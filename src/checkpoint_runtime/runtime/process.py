@@ -36,16 +36,23 @@ from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import (
     ElectionThread,
-    KubernetesLeaseLock,
     LeaderElector,
     LeadershipLostError,
     default_identity,
 )
-from checkpoint_runtime.errors import CheckpointError, ConfigError, WriteUncertainError
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.errors import (
+    CheckpointError,
+    ConfigError,
+    WriteUncertainError,
+    describe,
+    leaves,
+)
 from checkpoint_runtime.runtime import credentials, logs, startup
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards, load_document
-from checkpoint_runtime.store.core import Debouncer, Store
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_runtime.store.metrics import StoreMetrics
 
 log = logging.getLogger("checkpoint_runtime.runtime")
@@ -325,8 +332,7 @@ class Runtime:
             if self._sink is None:
                 sink.close()
             self.http.stop()
-            if isinstance(backend, KubernetesBackend):
-                backend.close()
+            backend.close()
             if api is not None:
                 api.close()  # type: ignore[no-untyped-call]
 
@@ -480,18 +486,28 @@ class Runtime:
         return code
 
     def _log_fatal(self) -> None:
-        distinct = {str(error): error for error in self._fatal}
+        distinct = {"\n".join(describe(error)): error for error in self._fatal}
         for error in distinct.values():
             uncertain = _contains(error, WriteUncertainError)
             log.error(
                 "lifecycle ended: %s",
-                error,
+                "; ".join(line.strip() for line in describe(error)),
                 extra={
                     "error": type(error).__name__,
                     "write_uncertain": uncertain,
-                    "causes": [str(e) for e in getattr(error, "exceptions", ())],
+                    "causes": [_cause(leaf) for leaf in leaves(error)],
                 },
             )
+
+
+def _cause(error: BaseException) -> dict[str, Any]:
+    """One error of a fatal group as a log field: its name, shard, HTTP status and message."""
+    cause: dict[str, Any] = {"error": type(error).__name__, "message": str(error)}
+    for field_name in ("shard", "status"):
+        value = getattr(error, field_name, None)
+        if value is not None:
+            cause[field_name] = value
+    return cause
 
 
 def _contains(error: BaseException, kind: type[BaseException]) -> bool:

@@ -3,6 +3,11 @@
 From the runtime config alone, build a representative payload for every collector's shard with
 the production encoder and the conservative (UUID-named) reference workload, and refuse a config
 whose shard could not fit, naming the knob to change (collectors[i].maxSeenKeys).
+
+The advice is one number per shard, whatever the configured bound: the most seen rows that
+leave PROJECTION_ADVICE_HEADROOM (5 %) of the limit free, at the per-row size of the largest
+encoded sample (PROJECTION_MAX_ENCODED_ROWS rows). Per-row size falls slowly as a shard grows
+(gzip finds more to share), so this errs on the safe side.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
+    PROJECTION_ADVICE_HEADROOM,
     PROJECTION_GAP_ROWS,
     PROJECTION_MAX_ENCODED_ROWS,
     PROJECTION_SHAPE,
@@ -34,7 +40,8 @@ class ShardProjection:
     compressed_bytes: int
     extrapolated: bool
     max_rows: int | None
-    """Most seen rows the shard is projected to hold under the limit (None: not row-bound)."""
+    """Most seen rows the shard is projected to hold leaving PROJECTION_ADVICE_HEADROOM of the
+    limit free (None: not row-bound); the same number whatever the configured bound."""
 
     @property
     def headroom_bytes(self) -> int:
@@ -87,8 +94,16 @@ def _project_feed(index: int, collector: CollectorSettings, shape: str) -> Shard
         rows=wanted + total_rows - encoded_rows,
         compressed_bytes=projected,
         extrapolated=wanted != encoded_rows,
-        max_rows=int(CONFIGMAP_VALUE_LIMIT // per_row),
+        max_rows=advised_max_rows(collector.namespace, shape),
     )
+
+
+def advised_max_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
+    """The most seen rows a feed shard may be configured for, leaving the advice headroom free:
+    from the largest sample, never from the configured bound, so every message agrees."""
+    size, _ = _feed_bytes(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
+    budget = CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
+    return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / size)
 
 
 def _project_flowlogs(index: int, collector: CollectorSettings) -> ShardProjection:
@@ -124,7 +139,12 @@ def misfit(projections: list[ShardProjection]) -> ConfigError | None:
     """The error naming the knob of the first shard that could not fit, if any."""
     for item in projections:
         if not item.fits:
-            advice = f"; lower it to at most {item.max_rows}" if item.max_rows else ""
+            advice = (
+                f"; lower it to at most {item.max_rows} (leaves "
+                f"{PROJECTION_ADVICE_HEADROOM:.0%} of the limit free)"
+                if item.max_rows
+                else ""
+            )
             return ConfigError(
                 item.knob,
                 f"shard {item.shard!r} is projected at {item.compressed_bytes} bytes, over the "

@@ -35,7 +35,7 @@ from checkpoint_runtime.constants import (
     RETRY_PERIOD_SECONDS,
     RUNTIME_CONFIG_SCHEMA,
 )
-from checkpoint_runtime.election.elector import ElectionTimings
+from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.format.keys import collector_namespace
 from checkpoint_runtime.resources import schema_file

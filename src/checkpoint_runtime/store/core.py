@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.constants import (
@@ -35,11 +34,10 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
-    CheckpointError,
+    ConfigError,
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
-    EpochFencedError,
     ForeignShardError,
     OversizeError,
     UnconfiguredShardError,
@@ -47,57 +45,16 @@ from checkpoint_runtime.errors import (
     WriteUncertainError,
 )
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.keys import shard_key
-from checkpoint_runtime.store.fencing import Stamp, check_not_fenced, dominates
+from checkpoint_runtime.format.keys import shard_key, validate_shard_key
+from checkpoint_runtime.store.fencing import Fence, Stamp
 from checkpoint_runtime.store.metrics import StoreMetrics
-
-
-@dataclass
-class ShardState:
-    """One shard in memory, with what is known of its stored copy."""
-
-    key: str
-    rows: dict[str, str] = field(default_factory=dict)
-    version: str | None = None
-    """Version of the stored copy we last saw; None if it does not exist yet."""
-    stamp: Stamp = field(default_factory=lambda: Stamp(0, ""))
-    legacy_digest: str | None = None
-    generation: int = 0
-    persisted_generation: int = 0
-    dirty_since: float | None = None
-    raw_bytes: int = 0
-    compressed_bytes: int = 0
-    base: codec.Base | None = None
-    """The stored base member a delta can be written against (None: the next write is whole)."""
-    base_prior: dict[str, str | None] | None = None
-    """Every row changed since `base` was written, with its value in the base (None: absent)."""
-    inflight_prior: dict[str, str | None] | None = None
-    """While a new base is being written: rows changed since its snapshot, as `base_prior`."""
-
-    def note_change(self, key: str, old: str | None) -> None:
-        """Record the value a row had before its first change since the base (and since the
-        snapshot of a base being written)."""
-        if self.base_prior is not None and key not in self.base_prior:
-            self.base_prior[key] = old
-        if self.inflight_prior is not None and key not in self.inflight_prior:
-            self.inflight_prior[key] = old
-
-    @property
-    def dirty(self) -> bool:
-        return self.generation != self.persisted_generation
-
-
-def _copy(state: ShardState) -> ShardState:
-    copied = {**state.__dict__, "rows": dict(state.rows)}
-    for name in ("base_prior", "inflight_prior"):
-        if copied[name] is not None:
-            copied[name] = dict(copied[name])
-    return ShardState(**copied)
+from checkpoint_runtime.store.migration import migrate_on_open
+from checkpoint_runtime.store.shard_state import ShardState, copy_state
 
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
     value = annotations.get(key, "0")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 class Store:
@@ -118,17 +75,12 @@ class Store:
         lease_uid: str = "",
     ) -> None:
         if not compaction_ratio >= 0:
-            raise ValueError(f"compaction_ratio must be a number >= 0, got {compaction_ratio!r}")
+            raise ConfigError("compactionRatio", f"must be a number >= 0, got {compaction_ratio!r}")
         self.backend = backend
         self.compaction_ratio = compaction_ratio
         """A delta member may grow to this fraction of its base member (compressed) before the
         next persist writes a new base instead; 0 writes every shard whole."""
-        self.stamp = Stamp(epoch, writer, lease_uid)
-        self._renew_above: Callable[[int], int] | None = None
-        """Set by take_ownership: renews our Lease, raising our epoch above the given one."""
-        self._superseded: frozenset[Stamp] = frozenset()
-        """Stamps we do not dominate but proved older than our term (by a renewal after
-        reading them): shards carrying exactly these may be written over."""
+        self.fence = Fence(Stamp(epoch, writer, lease_uid))
         self.deadline_seconds = deadline_seconds
         self.debounce_seconds = debounce_seconds
         self.metrics = metrics if metrics is not None else StoreMetrics()
@@ -180,11 +132,17 @@ class Store:
         deadline = store.new_deadline()
         store.load(deadline)
         if migrate:
-            # Imported here: migration builds on Store, and open is its only entry point.
-            from checkpoint_runtime.store.migration import migrate_on_open
-
             migrate_on_open(store, deadline)
         return store
+
+    @property
+    def stamp(self) -> Stamp:
+        """What our writes are stamped with: writer, epoch and the uid of our Lease object."""
+        return self.fence.stamp
+
+    @stamp.setter
+    def stamp(self, stamp: Stamp) -> None:
+        self.fence.stamp = stamp
 
     def new_deadline(self) -> Deadline:
         return Deadline(self.deadline_seconds, self._clock)
@@ -193,10 +151,45 @@ class Store:
         """Replace memory with the stored shards; raises before changing anything."""
         loaded = {stored.shard: self._decode(stored) for stored in self._discover(deadline)}
         with self._lock:
+            for gone in set(self._shards) - set(loaded):
+                self.metrics.forget_shard(gone)
             self._shards = loaded
             for state in loaded.values():
                 self._observe(state)
             self.metrics.shards.set(len(loaded))
+
+    def reload(self, shard: str) -> None:
+        """Replace one shard in memory with its stored copy (its rows, version and stamp).
+
+        The way back after a ConflictError for a process that keeps running: the stale version
+        that made every later write of the shard conflict is replaced by the stored one. Changes
+        to that shard not yet persisted are dropped (re-apply those still wanted); other shards
+        are untouched. The epoch fence still holds: a shard stamped with a newer epoch stays
+        unwritable. A shard that no longer exists is dropped from memory with its gauges.
+        Raises (changing nothing) if the stored copy cannot be read or decoded.
+        """
+        validate_shard_key(shard)
+        self.require_configured([shard], "it was reloaded")
+        deadline = self.new_deadline()
+        lock = self._write_lock(shard)
+        if not lock.acquire(timeout=max(deadline.remaining(), 0.0)):
+            raise DeadlineExceeded(
+                f"deadline of {deadline.seconds:g} s exceeded waiting for shard {shard!r}'s "
+                "write in flight"
+            )
+        try:
+            stored = self.backend.read_shard(shard, deadline)
+            state = None if stored is None else self._decode(stored)
+            with self._lock:
+                if state is None:
+                    self._shards.pop(shard, None)
+                    self.metrics.forget_shard(shard)
+                else:
+                    self._shards[shard] = state
+                    self._observe(state)
+                self.metrics.shards.set(len(self._shards))
+        finally:
+            lock.release()
 
     def _discover(self, deadline: Deadline) -> list[StoredShard]:
         if self.configured is None:
@@ -305,6 +298,8 @@ class Store:
     def _mark_dirty(self, state: ShardState, now: float) -> None:
         if not state.dirty:
             state.dirty_since = now
+        if state.changed_since_snapshot is None:
+            state.changed_since_snapshot = now
         state.generation += 1
 
     # -- persistence ------------------------------------------------------------------------
@@ -320,7 +315,11 @@ class Store:
         every change made within the window into one write per shard.
         """
         with self._lock:
-            since = [s.dirty_since for s in self._shards.values() if s.dirty and s.dirty_since]
+            since = [
+                s.dirty_since
+                for s in self._shards.values()
+                if s.dirty and s.dirty_since is not None
+            ]
         if not since or self._clock() - min(since) < self.debounce_seconds:
             return False
         self._persist(self.dirty_shards(), self.new_deadline())
@@ -342,70 +341,53 @@ class Store:
         recreated), or without one and with a newer epoch: the renewal, made after the shards
         were read, proves we are the current leader, and the raised epoch keeps epochs growing.
         A shard stamped with a newer epoch of our own Lease object is always refused (we were
-        deposed). Without `renew_above` every shard we do not dominate is refused.
+        deposed); so is every shard we do not dominate when no `renew_above` is given.
         """
         if renew_above is not None:
-            self._renew_above = renew_above
+            self.fence.renew_above = renew_above
         with self._lock:
             stamped = [s for s in self._shards.values() if s.version is not None]
-            needs_proof = [s for s in stamped if not self._may_overwrite(s.stamp)]
-        if needs_proof:
-            for state in needs_proof:
-                if self._renew_above is None or not self.stamp.lease:
-                    check_not_fenced(state.key, self.stamp, state.stamp)
-                if state.stamp.lease == self.stamp.lease:  # a newer leader of our Lease object
-                    check_not_fenced(state.key, self.stamp, state.stamp)
-            self._supersede(frozenset(state.stamp for state in needs_proof))
+        unproven = [s for s in stamped if not self.fence.may_overwrite(s.stamp)]
+        for state in unproven:
+            self.fence.provable(state.key, state.stamp)
+        if unproven:
+            self.fence.supersede(frozenset(state.stamp for state in unproven))
         now = self._clock()
         with self._lock:
             for state in self._shards.values():
                 if state.version is not None and state.stamp != self.stamp:
-                    self._check_may_overwrite(state.key, state.stamp)
+                    self.fence.check(state.key, state.stamp)
                     self._mark_dirty(state, now)
         self.flush()
-
-    def _supersede(self, stamps: frozenset[Stamp]) -> None:
-        """Renew our Lease now, with an epoch above every one of `stamps`: the proof, made after
-        they were read, that our term is newer than theirs."""
-        assert self._renew_above is not None
-        epoch = self._renew_above(max(stamp.epoch for stamp in stamps))
-        with self._lock:
-            if epoch > self.stamp.epoch:
-                self.stamp = Stamp(epoch, self.stamp.writer, self.stamp.lease)
-            self._superseded |= stamps
-
-    def _may_overwrite(self, stored: Stamp) -> bool:
-        return dominates(self.stamp, stored) or stored in self._superseded
-
-    def _check_may_overwrite(self, shard: str, stored: Stamp) -> None:
-        if stored not in self._superseded:
-            check_not_fenced(shard, self.stamp, stored)
 
     def _persist(self, keys: Iterable[str], deadline: Deadline) -> None:
         """Persist `keys` under one shared deadline: different shards concurrently (a small
         pool; the writes are I/O), every failure collected into one ExceptionGroup."""
         ordered = sorted(set(keys))
         started = time.perf_counter()
-        errors: list[Exception] = []
+        errors: dict[str, Exception] = {}
         if len(ordered) <= 1:
             for key in ordered:
                 try:
                     self._persist_locked(key, deadline)
                 except Exception as failure:
-                    errors.append(failure)
+                    errors[key] = failure
         else:
             workers = min(PERSIST_CONCURRENCY, len(ordered))
             with ThreadPoolExecutor(workers, thread_name_prefix="checkpoint-persist") as pool:
-                futures = [pool.submit(self._persist_locked, key, deadline) for key in ordered]
-            for future in futures:  # every shard is attempted; failures are collected
+                futures = {key: pool.submit(self._persist_locked, key, deadline) for key in ordered}
+            for key, future in futures.items():  # every shard is attempted; failures collected
                 error = future.exception()
                 if isinstance(error, Exception):
-                    errors.append(error)
+                    errors[key] = error
                 elif error is not None:
                     raise error
         self.metrics.persist_seconds.observe(time.perf_counter() - started)
         if errors:
-            raise ExceptionGroup(f"{len(errors)} shard(s) failed to persist", errors)
+            raise ExceptionGroup(
+                f"{len(errors)} of {len(ordered)} shard(s) failed to persist ({', '.join(errors)})",
+                list(errors.values()),
+            )
 
     def _write_lock(self, key: str) -> threading.Lock:
         with self._lock:
@@ -431,7 +413,7 @@ class Store:
                 return
             version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
             stamp = self.stamp
-            self._check_may_overwrite(key, stored_stamp)
+        self.fence.check(key, stored_stamp)
         encoded, generation = self._encode(state)
         if encoded.compressed_bytes > CONFIGMAP_VALUE_LIMIT:
             self.metrics.oversize_rejections.labels(key).inc()
@@ -445,8 +427,7 @@ class Store:
                 try:
                     result = self.backend.create_shard(write, deadline)
                 except ConflictError as exists:
-                    write, result = self._take_over_created(write, exists, deadline)
-                    stamp = Stamp.from_annotations(key, write.annotations)
+                    stamp, result = self._take_over_created(write, exists, deadline)
             else:
                 result = self.backend.update_shard(write, version, deadline)
         except ConflictError:
@@ -474,8 +455,13 @@ class Store:
                 # shard was replaced wholesale meanwhile: then the next write is whole again).
                 state.base = encoded.base if prior is not None else None
                 state.base_prior = prior
+            # Still dirty: changed while the write was in flight. Those changes wait their own
+            # debounce from when they were made, not from the change the write carried.
+            changed = state.changed_since_snapshot
             if not state.dirty:
                 state.dirty_since = None
+            else:
+                state.dirty_since = changed if changed is not None else self._clock()
             self._observe(state, stored_rows=encoded.rows)
 
     def _encode(self, state: ShardState) -> tuple[codec.EncodedShard, int]:
@@ -484,6 +470,7 @@ class Store:
         bound or the size limit) a new base of every row."""
         with self._lock:
             generation, base, prior = state.generation, state.base, state.base_prior
+            state.changed_since_snapshot = None
             rows = len(state.rows)
             changes = None
             if base is not None and prior is not None:
@@ -502,6 +489,7 @@ class Store:
                 return delta, generation
         with self._lock:
             generation, snapshot = state.generation, dict(state.rows)
+            state.changed_since_snapshot = None
             state.inflight_prior = {}
         try:
             return codec.encode_shard(state.key, snapshot), generation
@@ -512,41 +500,22 @@ class Store:
 
     def _take_over_created(
         self, write: ShardWrite, exists: ConflictError, deadline: Deadline
-    ) -> tuple[ShardWrite, WriteResult]:
-        """Our create met a shard someone else created meanwhile. Written under an older epoch
-        of our Lease object (a deposed leader creating the shard of a collector it still ran),
-        it is ours to take over: updated over, guarded by the resourceVersion just read. Written
-        under another Lease object, the same after a renewal of our Lease proves we lead (and
-        raises our epoch above it). Anything else is a conflict, as before.
-        """
+    ) -> tuple[Stamp, WriteResult]:
+        """Our create met a shard someone created meanwhile: if the fence makes it ours to
+        take (a deposed writer's), write over it, guarded by the version just read; if not,
+        the conflict (or a newer leader's fence) stands."""
         try:
             stored = self.backend.read_shard(write.shard, deadline)
         except (ForeignShardError, CorruptShardError) as unreadable:
             raise exists from unreadable  # not a shard of ours: a conflict, never taken over
         if stored is None:
             raise exists
-        ours, theirs = self.stamp, Stamp.from_annotations(write.shard, stored.annotations)
-        if theirs == ours or (dominates(ours, theirs) and theirs.epoch < ours.epoch):
-            pass  # our own create (its answer lost), or an older epoch of our Lease object
-        elif theirs in self._superseded:
-            pass
-        elif ours.other_lease(theirs) and self._renew_above is not None:
-            try:
-                self._supersede(frozenset({theirs}))
-            except CheckpointError as unproven:  # we could not renew: not ours to take
-                raise EpochFencedError(
-                    write.shard, ours.epoch, theirs.epoch, theirs.writer, other_lease=True
-                ) from unproven
-            ours = self.stamp
-        elif not dominates(ours, theirs):
-            raise EpochFencedError(
-                write.shard, ours.epoch, theirs.epoch, theirs.writer, ours.other_lease(theirs)
-            )
-        else:
-            raise exists  # the same epoch by another writer: a conflict
-        annotations = {**write.annotations, **ours.annotations()}
-        taken = ShardWrite(write.shard, write.blob, annotations)
-        return taken, self.backend.update_shard(taken, stored.version, deadline)
+        theirs = Stamp.from_annotations(write.shard, stored.annotations)
+        stamp = self.fence.take_over_created(write.shard, theirs)
+        if stamp is None:
+            raise exists
+        taken = ShardWrite(write.shard, write.blob, {**write.annotations, **stamp.annotations()})
+        return stamp, self.backend.update_shard(taken, stored.version, deadline)
 
     def _annotations(
         self, encoded: codec.EncodedShard, digest: str | None, stamp: Stamp
@@ -575,7 +544,7 @@ class Store:
     def shard_states(self) -> dict[str, ShardState]:
         """A snapshot of every shard (copies; for inspect, migration and tests)."""
         with self._lock:
-            return {key: _copy(state) for key, state in self._shards.items()}
+            return {key: copy_state(state) for key, state in self._shards.items()}
 
     def install(self, key: str, rows: Mapping[str, str], legacy_digest: str | None) -> None:
         """Replace a shard's rows wholesale (migration) and mark it dirty."""
@@ -607,41 +576,3 @@ class Store:
     def persist_shards(self, keys: Iterable[str], deadline: Deadline) -> None:
         """Persist the given shards under `deadline` (migration's writes)."""
         self._persist(keys, deadline)
-
-
-class Debouncer:
-    """A background thread calling `persist_due` while `leading()` holds (stop writing as
-    soon as the lease cannot be renewed). The first error goes to `on_error` and ends the
-    loop: the runtime decides, and ends its lifecycle."""
-
-    def __init__(
-        self,
-        store: Store,
-        on_error: Callable[[BaseException], None],
-        interval: float | None = None,
-        leading: Callable[[], bool] = lambda: True,
-    ) -> None:
-        self.store = store
-        self.on_error = on_error
-        self.leading = leading
-        self.interval = interval if interval is not None else max(store.debounce_seconds / 4, 0.05)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="checkpoint-debouncer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.leading():
-                return
-            try:
-                self.store.persist_due()
-            except BaseException as error:  # handed to the runtime, which ends its lifecycle
-                self.on_error(error)
-                return

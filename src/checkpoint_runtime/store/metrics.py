@@ -7,6 +7,8 @@ the runtime serve exactly these series. The chart's PrometheusRule alerts on
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
@@ -69,6 +71,23 @@ class StoreMetrics:
             "checkpoint_persist_seconds", "Duration of one persist of all dirty shards", registry=r
         )
         self.leader = Gauge("checkpoint_leader", "1 while this process leads, else 0", registry=r)
+
+    def per_shard_gauges(self) -> tuple[Gauge, ...]:
+        return (
+            self.raw_bytes,
+            self.compressed_bytes,
+            self.rows,
+            self.compression_ratio,
+            self.headroom_bytes,
+            self.headroom_ratio,
+        )
+
+    def forget_shard(self, shard: str) -> None:
+        """Remove a shard's gauges (it no longer exists): no stale size or headroom is served.
+        Its counters stay, as counters do."""
+        for gauge in self.per_shard_gauges():
+            with contextlib.suppress(KeyError):  # never observed
+                gauge.remove(shard)
 
     def observe_shard(self, shard: str, raw_bytes: int, compressed_bytes: int, rows: int) -> None:
         """Record the sizes of a shard as last stored."""

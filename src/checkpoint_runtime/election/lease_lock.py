@@ -1,0 +1,193 @@
+"""The Lease record leader election reads and writes, the lock protocol over it, and its
+implementation on a `coordination.k8s.io/v1` Lease (client-go's `resourcelock/leaselock.go`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
+from checkpoint_runtime.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The Lease spec fields leader election reads and writes (client-go's LeaderElectionRecord)."""
+
+    holder_identity: str
+    lease_duration_seconds: int
+    acquire_time: datetime | None
+    renew_time: datetime | None
+    lease_transitions: int
+    epoch_base: int = 0
+    """Added to lease_transitions to give the epoch (a Lease annotation; only ever raised)."""
+
+    @property
+    def epoch(self) -> int:
+        return self.epoch_base + self.lease_transitions
+
+
+class LeaseLock(Protocol):
+    """Get/create/update of one Lease; any exception is a failed try for the elector."""
+
+    identity: str
+    uid: str
+    """metadata.uid of the Lease object last read or written ("" before that)."""
+
+    def describe(self) -> str: ...
+
+    def get(self, timeout: float) -> LeaseRecord | None:
+        """The current record, or None if the Lease does not exist."""
+
+    def create(self, record: LeaseRecord, timeout: float) -> None: ...
+
+    def update(self, record: LeaseRecord, timeout: float) -> None:
+        """Replace the spec, guarded by the resourceVersion last seen by get/create/update."""
+
+
+def wire_time(value: datetime) -> datetime:
+    """A timestamp the client can send as a MicroTime.
+
+    The client serialises datetimes with isoformat(), which drops the fraction when it is zero,
+    and the API server's MicroTime parser (RFC 3339 with exactly six fraction digits) answers
+    such a value with 400 Bad Request (checked on the real server). One microsecond more is
+    far below the resolution anyone reads a renewTime at.
+    """
+    value = value.astimezone(UTC)
+    return value if value.microsecond else value.replace(microsecond=1)
+
+
+class KubernetesLeaseLock:
+    """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str, identity: str) -> None:
+        if not identity:
+            raise ConfigError("leaderElection", "lock identity is empty")
+        if api.configuration.retries != 0:
+            # urllib3's default Retry(3) re-sends a PUT whose answer was lost: the re-sent
+            # renewal then fails 409 and hides that the first one committed.
+            raise ConfigError(
+                "leaderElection", "the Lease client must have configuration.retries = 0"
+            )
+        self._api = client.CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.uid = ""
+        self._metadata: client.V1ObjectMeta | None = None
+
+    def describe(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def get(self, timeout: float) -> LeaseRecord | None:
+        try:
+            lease = self._api.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=timeout
+            )
+        except ApiException as error:
+            if error.status == 404:
+                self._metadata = None
+                self.uid = ""
+                return None
+            raise
+        self._remember(lease)
+        return _record_of(lease.spec, lease.metadata.annotations if lease.metadata else None)
+
+    def create(self, record: LeaseRecord, timeout: float) -> None:
+        body = client.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=client.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                annotations=_with_base(None, record),
+            ),
+            spec=_spec_of(record),
+        )
+        self._remember(
+            self._api.create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
+        )
+
+    def update(self, record: LeaseRecord, timeout: float) -> None:
+        if self._metadata is None or not self._metadata.resource_version:
+            raise RuntimeError(f"lease {self.describe()}: update before get or create")
+        # The uid is a precondition: an update never lands on a recreated Lease of this name.
+        metadata = client.V1ObjectMeta(
+            name=self._metadata.name,
+            namespace=self._metadata.namespace,
+            resource_version=self._metadata.resource_version,
+            uid=self._metadata.uid,
+            labels=self._metadata.labels,
+            annotations=_with_base(self._metadata.annotations, record),
+        )
+        body = client.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=metadata,
+            spec=_spec_of(record),
+        )
+        self._remember(
+            self._api.replace_namespaced_lease(
+                self.name, self.namespace, body, _request_timeout=timeout
+            )
+        )
+
+    def _remember(self, lease: client.V1Lease) -> None:
+        """Keep what an update must carry: name, uid, resourceVersion, labels, annotations."""
+        meta = lease.metadata
+        if meta is None or not meta.resource_version:
+            raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
+        self.uid = meta.uid or ""
+        self._metadata = client.V1ObjectMeta(
+            name=meta.name,
+            namespace=meta.namespace,
+            resource_version=meta.resource_version,
+            uid=meta.uid,
+            labels=meta.labels,
+            annotations=meta.annotations,
+        )
+
+
+def epoch_base_of(annotations: Mapping[str, str] | None) -> int:
+    """The epoch base a Lease carries (0 when absent; a value that is not a whole number reads
+    as 0, which can only lower our epoch, never let us pass a newer stamp)."""
+    raw = (annotations or {}).get(ANNOTATION_EPOCH_BASE, "0")
+    return int(raw) if raw.isascii() and raw.isdigit() else 0
+
+
+def _with_base(annotations: Mapping[str, str] | None, record: LeaseRecord) -> dict[str, str]:
+    merged = dict(annotations or {})
+    if record.epoch_base or ANNOTATION_EPOCH_BASE in merged:
+        merged[ANNOTATION_EPOCH_BASE] = str(record.epoch_base)
+    return merged
+
+
+def _record_of(
+    spec: client.V1LeaseSpec | None, annotations: Mapping[str, str] | None = None
+) -> LeaseRecord:
+    base = epoch_base_of(annotations)
+    if spec is None:
+        return LeaseRecord("", 0, None, None, 0, base)
+    return LeaseRecord(
+        holder_identity=spec.holder_identity or "",
+        lease_duration_seconds=int(spec.lease_duration_seconds or 0),
+        acquire_time=spec.acquire_time,
+        renew_time=spec.renew_time,
+        lease_transitions=int(spec.lease_transitions or 0),
+        epoch_base=base,
+    )
+
+
+def _spec_of(record: LeaseRecord) -> client.V1LeaseSpec:
+    return client.V1LeaseSpec(
+        holder_identity=record.holder_identity,
+        lease_duration_seconds=record.lease_duration_seconds,
+        lease_transitions=record.lease_transitions,
+        acquire_time=wire_time(record.acquire_time) if record.acquire_time else None,
+        renew_time=wire_time(record.renew_time) if record.renew_time else None,
+    )

@@ -17,7 +17,6 @@ never hidden; the exit code is 1 if any occurred.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import os
 import platform
@@ -28,7 +27,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +45,8 @@ from rel_support import KubeTarget  # noqa: E402
 
 from checkpoint_runtime.backends import retry  # noqa: E402
 from checkpoint_runtime.format import codec  # noqa: E402
-from checkpoint_testenv import binaries, helm  # noqa: E402
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane  # noqa: E402
+from checkpoint_testenv import helm  # noqa: E402
+from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402
 from checkpoint_testenv.faultproxy import FaultProxy  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
@@ -451,15 +450,6 @@ def known_bugs() -> str:
     return table(["test", "state", "bug as found"], rows)
 
 
-@contextlib.contextmanager
-def control_plane(workdir: Path) -> Iterator[ControlPlane]:
-    plane = start_control_plane(binaries.locate(), workdir)
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
 def write_doc(
     args: argparse.Namespace, soak: Soak, wall: float, plane: ControlPlane, load: list[float]
 ) -> None:
@@ -530,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     load = [os.getloadavg()[0]]
     with (
         tempfile.TemporaryDirectory(prefix="soak-") as workdir,
-        control_plane(Path(workdir) / "plane") as plane,
+        running_control_plane(Path(workdir) / "plane") as plane,
     ):
         release = helm.install(plane, plane.create_namespace("soak"))
         with plane.admin_api() as api:

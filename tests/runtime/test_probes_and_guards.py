@@ -14,8 +14,8 @@ from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
 from checkpoint_runtime.election.lease_lock import LeaseRecord
 from checkpoint_runtime.election.timings import ElectionTimings
+from checkpoint_runtime.runtime.guards import LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
-from checkpoint_runtime.runtime.process import LeaderGuardedMap
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 

@@ -381,3 +381,100 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
     assert legacy.metadata is not None
     assert (legacy.metadata.annotations or {}).get(ANNOTATION_MIGRATED) == legacy_digest(value)
     assert seen_ids(stored_rows(release), SHARD) == {object_id(n) for n in migrated + fresh}
+
+
+def create_legacy(plane: ControlPlane, namespace: str, rows: dict[str, str]) -> str:
+    value = encode_legacy(rows)
+    with plane.admin_api() as api:
+        client.CoreV1Api(api).create_namespaced_config_map(
+            namespace,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="old-checkpoints"),
+                data={LEGACY_DATA_KEY: value},
+            ),
+        )
+    return value
+
+
+def fatal_log(proc: RuntimeProcess) -> dict[str, Any]:
+    fatal = [e for e in proc.logs() if e.get("msg", "").startswith("lifecycle ended")]
+    assert len(fatal) == 1, proc.logs()
+    return fatal[0]
+
+
+def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
+    chart_install: Callable[..., Release],
+    control_plane: ControlPlane,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+) -> None:
+    """The chart's Role without `create`: migrating a two-shard legacy value fails, and the
+    runtime's log names both shards with the 403, not a count of sub-exceptions."""
+    namespace = control_plane.create_namespace("refused")
+    create_legacy(
+        control_plane,
+        namespace,
+        {f"{SHARD}/cursor": "old-01.json", "tn1/flowlogs/cursor": "2026-03-01T00:00:00.1Z"},
+    )
+    release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
+    release.revoke("configmaps", "create")
+    proc = RuntimeProcess(
+        tmp_path,
+        "runtime-a",
+        runtime_config(release, bucket),
+        sa_kubeconfig(release, tmp_path / "k"),
+    )
+    procs.append(proc.start())
+
+    assert proc.wait_exit(30) == 1
+    fatal = fatal_log(proc)
+    assert fatal["error"] == "ExceptionGroup"
+    assert "sub-exception" not in fatal["msg"]
+    causes = sorted(fatal["causes"], key=lambda cause: cause["shard"])
+    assert [(c["error"], c["shard"], c["status"]) for c in causes] == [
+        ("ApiRefusedError", "tn1/flowlogs", 403),
+        ("ApiRefusedError", SHARD, 403),
+    ]
+    for cause in causes:
+        assert 'cannot create resource "configmaps"' in cause["message"]
+        assert cause["message"] in fatal["msg"]
+    assert shard_config_maps(release) == []
+
+
+def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empty(
+    chart_install: Callable[..., Release],
+    control_plane: ControlPlane,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+) -> None:
+    """A reinstall under another release name (another Lease name) pointed at the same legacy
+    ConfigMap: the first release migrated it, so the second exits 1 with a named error instead
+    of running without any of the legacy rows."""
+    namespace = control_plane.create_namespace("reinstall")
+    create_legacy(control_plane, namespace, {f"{SHARD}/cursor": "old-01.json"})
+    values = {"checkpoint": {"legacyConfigMap": "old-checkpoints"}}
+    first = chart_install(values, namespace)
+    proc = RuntimeProcess(
+        tmp_path, "runtime-a", runtime_config(first, bucket), sa_kubeconfig(first, tmp_path / "a")
+    )
+    procs.append(proc.start())
+    wait_for(proc.leading, 30, "the first release leads (after migrating)")
+    assert proc.terminate() == 0
+    before = {cm.metadata.name for cm in shard_config_maps(first)}
+
+    second = chart_install(values, namespace, release="again")
+    assert second.lease_name != first.lease_name
+    other = RuntimeProcess(
+        tmp_path, "runtime-b", runtime_config(second, bucket), sa_kubeconfig(second, tmp_path / "b")
+    )
+    procs.append(other.start())
+
+    assert other.wait_exit(30) == 1
+    fatal = fatal_log(other)
+    assert fatal["error"] == "LegacyMigratedElsewhereError"
+    assert repr(first.lease_name) in fatal["msg"]
+    assert "--start-empty" in fatal["msg"]
+    assert shard_config_maps(second) == []  # nothing written
+    assert {cm.metadata.name for cm in shard_config_maps(first)} == before

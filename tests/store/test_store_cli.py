@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 from prometheus_client import generate_latest
 from store_harness import LEGACY, Harness, KubeHarness, open_store, raw_shard
 
@@ -129,41 +127,13 @@ def test_migrate_command_reports_and_resolves_a_changed_legacy(
     assert open_store(harness, legacy_name=LEGACY).get("tn/flowlogs/cursor") == "legacy wins"
 
 
-def revoke_configmap_create(kube: KubeHarness) -> None:
-    """Drop `create` on ConfigMaps from the chart's Role (an operator's mistake) and wait until
-    the authorizer applies it to the chart's ServiceAccount."""
-    rbac = client.RbacAuthorizationV1Api(kube.admin.api_client)
-    release = kube.release
-    (role_doc,) = [d for d in release.manifest if d.get("kind") == "Role"]
-    role = rbac.read_namespaced_role(role_doc["metadata"]["name"], kube.namespace)
-    for rule in role.rules:
-        if "configmaps" in (rule.resources or []):
-            rule.verbs = [verb for verb in rule.verbs if verb != "create"] or ["get"]
-    rbac.replace_namespaced_role(role.metadata.name, kube.namespace, role)
-    authorization = client.AuthorizationV1Api(kube.admin.api_client)
-    user = f"system:serviceaccount:{release.namespace}:{release.service_account}"
-    review = client.V1SubjectAccessReview(
-        spec=client.V1SubjectAccessReviewSpec(
-            user=user,
-            resource_attributes=client.V1ResourceAttributes(
-                namespace=kube.namespace, verb="create", resource="configmaps"
-            ),
-        )
-    )
-    for _ in range(100):
-        if not authorization.create_subject_access_review(review).status.allowed:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the Role change never reached the authorizer")
-
-
 def test_a_failed_persist_prints_every_shard_its_cause_and_the_http_status(
     kube: KubeHarness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`migrate --from-legacy` under a Role without `create`: every shard's refusal is printed
     (shard, error, 403), not a count of sub-exceptions."""
     kube.write_legacy(LEGACY, encode_legacy(ROWS))
-    revoke_configmap_create(kube)
+    kube.release.revoke("configmaps", "create")
     where = [*store_arguments(kube, tmp_path), "--legacy-name", LEGACY]
 
     code = cli.main(["migrate", *where, "--from-legacy"])

@@ -38,6 +38,10 @@ def test_after_a_conflict_reload_lets_a_long_running_store_write_the_shard_again
 
     conflicts(first, {CURSOR: "a-2"})
     conflicts(first, {CURSOR: "a-3"})  # the stale version stays: every write conflicts
+    counted = first.metrics.registry.get_sample_value(
+        "checkpoint_conflicts_total", {"shard": SHARD}
+    )
+    assert counted == 2
 
     first.reload(SHARD)
 

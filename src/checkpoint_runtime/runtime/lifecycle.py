@@ -1,8 +1,8 @@
-"""`checkpoint-runtime run`: one lifecycle of the collector runtime.
+"""One lifecycle of the runtime process (`Runtime.run()` returns the exit code):
 
-    config -> HTTP (health, metrics) -> [elect on the Lease] -> open the store (migration
-    included) -> take ownership of the shards -> collectors + debounced persist while leading
-    -> SIGTERM: stop collectors, flush, release the Lease.
+    HTTP (health, metrics) -> [elect on the Lease] -> open the store (migration included)
+    -> take ownership of the shards -> collectors + debounced persist while leading
+    -> stop: stop collectors, flush, release the Lease.
 
 A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
 outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
@@ -12,34 +12,22 @@ by an error, 2 invalid configuration (nothing touched the API).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from types import FrameType
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
-from prometheus_client import Counter, Gauge
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, SourceError
+from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
-from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, check_url
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
-from checkpoint_runtime.election.elector import (
-    ElectionThread,
-    LeaderElector,
-    LeadershipLostError,
-    default_identity,
-)
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.errors import (
     CheckpointError,
@@ -48,12 +36,13 @@ from checkpoint_runtime.errors import (
     describe,
     leaves,
 )
-from checkpoint_runtime.runtime import credentials, logs, startup
+from checkpoint_runtime.runtime import credentials
+from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
-from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards, load_document
+from checkpoint_runtime.runtime.metrics import RuntimeMetrics
+from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
-from checkpoint_runtime.store.metrics import StoreMetrics
 
 log = logging.getLogger("checkpoint_runtime.runtime")
 
@@ -61,182 +50,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
 _WAKE_SECONDS = 0.1
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "run",
-        help="run the collectors with checkpoints in the configured store",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--config", help="runtime config JSON (default: the embedded file store)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster)")
-    parser.add_argument(
-        "--identity", help="leader-election identity (default: $POD_NAME + a random suffix)"
-    )
-    parser.add_argument("--http-port", type=int, help="override http.port of the config")
-    parser.add_argument(
-        "--bind",
-        metavar="ADDRESS",
-        help="override http.bindAddress of the config: the IP address the HTTP listener binds "
-        "(default 0.0.0.0, all IPv4 interfaces; 127.0.0.1 keeps it on this host)",
-    )
-    parser.add_argument(
-        "--check-config",
-        action="store_true",
-        help="only run the startup checks (schema, shard size projection, installed extras), "
-        "print the projected shards and exit: 0 accepted, 2 refused; touches nothing",
-    )
-    parser.set_defaults(func=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    logs.configure()
-    try:
-        # A config whose shard could not fit is refused now, naming the knob.
-        settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
-        for index, collector in enumerate(settings.collectors):
-            if collector.kind == "objectstore":
-                check_url(collector.url, f"collectors[{index}].url")
-        for shard in projections:
-            log.info(
-                "projected shard",
-                extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
-            )
-    except ConfigError as error:
-        log.error("invalid configuration: %s", error, extra={"key": error.path})
-        return EXIT_CONFIG
-    if args.check_config:
-        for shard in projections:
-            print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
-        print(f"config accepted: {len(settings.collectors)} collector(s)")
-        return EXIT_OK
-    identity = args.identity or default_identity(os.environ.get("POD_NAME"))
-    runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
-    if args.http_port is not None:
-        runtime.http_port = args.http_port
-    with _signals_stop(runtime):
-        return runtime.run()
-
-
-def with_bind(document: dict[str, Any], bind: str | None) -> dict[str, Any]:
-    """The config with --bind applied to http.bindAddress (a non-object http is left to the
-    schema check to name)."""
-    http = document.get("http", {})
-    if bind is None or not isinstance(http, dict):
-        return document
-    return {**document, "http": {**http, "bindAddress": bind}}
-
-
-@contextmanager
-def _signals_stop(runtime: Runtime) -> Iterator[None]:
-    def handle(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s: shutting down", signal.Signals(signum).name)
-        runtime.request_shutdown()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@dataclass
-class RuntimeMetrics:
-    """The runtime's series, on the store's registry so /metrics serves one set."""
-
-    store: StoreMetrics = field(default_factory=StoreMetrics)
-
-    def __post_init__(self) -> None:
-        r = self.store.registry
-        self.epoch = Gauge("checkpoint_leader_epoch", "Leadership epoch of our term", registry=r)
-        self.records = Counter(
-            "checkpoint_collector_records",
-            "Records a collector emitted to the sink",
-            ["collector"],
-            registry=r,
-        )
-        self.polls = Counter(
-            "checkpoint_collector_polls", "Collector polls completed", ["collector"], registry=r
-        )
-        self.poll_failures = Counter(
-            "checkpoint_collector_poll_failures",
-            "Collector polls that failed on the source (unreachable, access denied, ...); "
-            "state and checkpoints are left as they were and the poll is retried with backoff",
-            ["collector", "error"],
-            registry=r,
-        )
-        self.last_success = Gauge(
-            "checkpoint_collector_last_success_timestamp_seconds",
-            "Unix time at which the collector's last poll (scan) completed; 0 before the first",
-            ["collector"],
-            registry=r,
-        )
-
-
-class LeaderGuardedMap:
-    """The store as collectors see it: every write first checks that we still lead, so a
-    paused or partitioned ex-leader stops writing as soon as its renew deadline has passed,
-    before the shards' epoch fence even has to refuse it."""
-
-    def __init__(self, store: Store, leading: Callable[[], bool]) -> None:
-        self._store = store
-        self._leading = leading
-
-    def _check(self) -> None:
-        if not self._leading():
-            raise LeadershipLostError("not leading any more: refusing to write checkpoints")
-
-    def get(self, key: str) -> str | None:
-        return self._store.get(key)
-
-    def items(self, prefix: str = "") -> list[tuple[str, str]]:
-        return self._store.items(prefix)
-
-    def set(self, key: str, value: str) -> None:
-        self._check()
-        self._store.set(key, value)
-
-    def delete(self, key: str) -> None:
-        self._check()
-        self._store.delete(key)
-
-    def batch(self, changes: Mapping[str, str | None]) -> None:
-        self._check()
-        self._store.batch(changes)
-
-
-class CountingCollector:
-    """Wraps a collector to count its polls, failed polls and records in /metrics (with the
-    time of the last successful poll), and to poll only while leading (a deposed leader must
-    not emit either)."""
-
-    def __init__(
-        self, inner: Collector, metrics: RuntimeMetrics, leading: Callable[[], bool]
-    ) -> None:
-        self.inner = inner
-        self.namespace = inner.namespace
-        self.poll_seconds = inner.poll_seconds
-        self._leading = leading
-        self._records = metrics.records.labels(inner.namespace)
-        self._polls = metrics.polls.labels(inner.namespace)
-        self._failures = metrics.poll_failures
-        self._last_success = metrics.last_success.labels(inner.namespace)
-
-    def poll(self) -> int:
-        if not self._leading():
-            raise LeadershipLostError("not leading any more: collector stopped")
-        try:
-            emitted = self.inner.poll()
-        except SourceError as error:
-            self._failures.labels(self.namespace, type(error).__name__).inc()
-            raise
-        self._records.inc(emitted)
-        self._polls.inc()
-        self._last_success.set_to_current_time()
-        return emitted
 
 
 class Runtime:

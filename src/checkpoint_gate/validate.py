@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -16,7 +17,6 @@ import jsonschema_rs
 
 from checkpoint_gate.manifests import Json, Manifest, RenderError
 from checkpoint_runtime import schema_errors
-from checkpoint_runtime.schema_errors import key_path
 
 # The Kubernetes schemas manifests are checked against (the test environment's minor version).
 KUBERNETES_VERSION = "1.36"
@@ -156,7 +156,7 @@ class KubernetesValidator:
             if validator is None:
                 return [f"no Kubernetes {self.version} schema for {key[0]} {key[1]}"]
         errors = sorted(validator.iter_errors(document), key=lambda e: list(e.instance_path))
-        return [f"{key_path(error.instance_path) or '<root>'}: {error.message}" for error in errors]
+        return [f"{_path(error.instance_path) or '<root>'}: {error.message}" for error in errors]
 
 
 @cache
@@ -193,3 +193,11 @@ def _schema_version(version: str) -> str:
     if not candidates:
         raise RenderError(f"kubernetes-validate has no schemas for Kubernetes {version}")
     return str(candidates[-1])
+
+
+def _path(parts: Iterable[Any]) -> str:
+    """A jsonschema-rs instance path as `spec.template.spec.containers[0].image`."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text

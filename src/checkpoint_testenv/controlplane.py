@@ -9,20 +9,23 @@ restarting either server keeps the stored state, as a real outage would.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import secrets
 import socket
 import ssl
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from kubernetes import client
 
-from checkpoint_testenv import certs
+from checkpoint_testenv import binaries, certs
 from checkpoint_testenv.processes import ManagedProcess, wait_until
 
 ADMIN_USER = "checkpoint-testenv-admin"
@@ -310,3 +313,15 @@ def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> Cont
         plane.startup_total = time.monotonic() - begun
         return plane
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def running_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
+    """A control plane of the built binaries for a script (benchmarks, soak), stopped on exit;
+    in a temporary folder unless `workdir` is given."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="controlplane-")))
+        plane = start_control_plane(binaries.locate(), workdir)
+        stack.callback(plane.stop)
+        yield plane

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
+import datetime as dt
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, W
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
+    ANNOTATION_LEASE_UID,
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITER,
     SHARD_DATA_KEY,
@@ -41,6 +44,8 @@ class StoredState:
     epoch: int
     writer: str
     version: str
+    lease: str = ""
+    """The uid of the Lease object the writer's epoch belongs to ("" if not stamped)."""
 
 
 @dataclass
@@ -52,6 +57,7 @@ class KubeTarget:
     admin: client.CoreV1Api
     namespace: str
     backends: list[KubernetesBackend] = field(default_factory=list)
+    api_clients: list[client.ApiClient] = field(default_factory=list)
 
     def fresh_lease(self, prefix: str = "rel") -> str:
         """A lease name no other trial used: its shards are a clean slate in this namespace."""
@@ -89,18 +95,58 @@ class KubeTarget:
                 epoch=int(annotations.get(ANNOTATION_EPOCH, "0")),
                 writer=annotations.get(ANNOTATION_WRITER, ""),
                 version=str(item.metadata.resource_version),
+                lease=annotations.get(ANNOTATION_LEASE_UID, ""),
             )
         return found
+
+    def lease_client(self) -> client.ApiClient:
+        """An admin client for Lease locks (retries 0, as the elector requires). Trials use
+        fresh Lease names, which the chart's Role (pinned to its own Lease) does not grant."""
+        configuration = copy.copy(self.admin.api_client.configuration)
+        configuration.retries = 0
+        api = client.ApiClient(configuration)
+        self.api_clients.append(api)
+        return api
+
+    def released_lease(self, name: str, transitions: int) -> None:
+        """Create Lease `name` as admin, released (no holder) after `transitions` transitions."""
+        now = dt.datetime.now(dt.UTC).replace(microsecond=1)
+        spec = client.V1LeaseSpec(
+            holder_identity="",
+            lease_duration_seconds=1,
+            lease_transitions=transitions,
+            acquire_time=now,
+            renew_time=now,
+        )
+        body = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=spec)
+        client.CoordinationV1Api(self.admin.api_client).create_namespaced_lease(
+            self.namespace, body
+        )
+
+    def delete_lease(self, name: str) -> bool:
+        """Delete Lease `name` as admin; False if there was none."""
+        try:
+            client.CoordinationV1Api(self.admin.api_client).delete_namespaced_lease(
+                name, self.namespace
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     def close(self) -> None:
         for backend in self.backends:
             with contextlib.suppress(Exception):
                 backend.close()
         self.backends.clear()
+        for api in self.api_clients:
+            with contextlib.suppress(Exception):
+                api.close()  # type: ignore[no-untyped-call]
+        self.api_clients.clear()
 
 
 def _with_host(configuration: Any, host: str) -> Any:
-    import copy
 
     other = copy.deepcopy(configuration)
     other.host = host

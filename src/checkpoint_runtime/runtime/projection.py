@@ -22,6 +22,7 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format import sizes
 from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 
@@ -40,11 +41,11 @@ class ShardProjection:
 
     @property
     def headroom_bytes(self) -> int:
-        return CONFIGMAP_VALUE_LIMIT - self.compressed_bytes
+        return sizes.headroom_bytes(self.compressed_bytes)
 
     @property
     def headroom_ratio(self) -> float:
-        return self.headroom_bytes / CONFIGMAP_VALUE_LIMIT
+        return sizes.headroom_ratio(self.compressed_bytes)
 
     @property
     def fits(self) -> bool:

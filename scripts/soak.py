@@ -37,12 +37,12 @@ from rel_crash import FilePlace, KubePlace, migrate_trial, persist_trial  # noqa
 from rel_faults import CASES, FaultRunner  # noqa: E402
 from rel_load import run_load  # noqa: E402
 from rel_races import RaceTrial  # noqa: E402
-from rel_support import KubeTarget  # noqa: E402
 
 from checkpoint_runtime.format import codec  # noqa: E402
 from checkpoint_testenv import helm  # noqa: E402
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402
 from checkpoint_testenv.faultproxy import FaultProxy  # noqa: E402
+from checkpoint_testenv.support.kubetarget import KubeTarget  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
 MIB = 1024 * 1024
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         release = helm.install(plane, plane.create_namespace("soak"))
         with plane.admin_api() as api:
-            target = KubeTarget(release.configuration(), client.CoreV1Api(api), release.namespace)
+            target = KubeTarget.of_release(release, client.CoreV1Api(api))
             soak = Soak(args, plane, target)
             soak.tmp = Path(workdir)
             for phase in args.phases.split(","):

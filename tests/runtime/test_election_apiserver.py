@@ -20,6 +20,7 @@ from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
 
 FAST = ElectionTimings(lease_duration=3, renew_deadline=2, retry_period=0.5)
 
@@ -67,15 +68,6 @@ def make_elector(
         api, release.coordination_namespace, lease_name or release.lease_name, identity
     )
     return LeaderElector(lock, timings, **kwargs)  # type: ignore[arg-type]
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def test_two_electors_on_one_lease_exactly_one_leads(

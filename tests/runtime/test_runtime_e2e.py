@@ -18,26 +18,24 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from runtime_harness import (
-    FlowLogServer,
+
+from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
+from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.values import object_id
+from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.faultproxy import Action, FaultProxy
+from checkpoint_testenv.flowlogs import FlowLogServer
+from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import (
+    FAST_ELECTION,
     RuntimeProcess,
-    object_id,
     seen_ids,
-    wait_for,
-    write_kubeconfig,
+    stored_rows,
     write_objects,
 )
 
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
-from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.store.core import Store
-from checkpoint_testenv.controlplane import ControlPlane
-from checkpoint_testenv.faultproxy import Action, FaultProxy
-from checkpoint_testenv.helm import Release
-
 SHARD = "tn1/objectstore/feed-a"
-FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
 
 
 @pytest.fixture
@@ -57,14 +55,6 @@ def flowlogs() -> Iterator[FlowLogServer]:
     server = FlowLogServer()
     yield server
     server.close()
-
-
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
 
 
 def runtime_config(
@@ -89,21 +79,6 @@ def runtime_config(
             {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
         )
     return config
-
-
-def sa_kubeconfig(release: Release, path: Path, host: str | None = None) -> Path:
-    return write_kubeconfig(path, host or release.plane.host, release.plane.ca_file, release.token)
-
-
-def stored_rows(release: Release) -> dict[str, str]:
-    backend = KubernetesBackend(
-        release.plane.configuration(), release.coordination_namespace, release.lease_name
-    )
-    try:
-        store = Store.open(backend, writer="test-reader", migrate=False)
-        return dict(store.items(""))
-    finally:
-        backend.close()
 
 
 def lease_spec(release: Release) -> client.V1LeaseSpec:
@@ -138,7 +113,7 @@ def test_failover_keeps_every_row_and_never_re_emits(
     flowlogs: FlowLogServer,
 ) -> None:
     config = runtime_config(release, bucket, flowlogs.url)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     a.wait_ready()
@@ -212,7 +187,7 @@ def test_sigterm_flushes_and_releases_the_lease_for_an_immediate_takeover(
         "renewDeadlineSeconds": 10,
         "retryPeriodSeconds": 0.5,
     }
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -263,7 +238,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
 ) -> None:
     proxy = fault_proxy()
     config = runtime_config(release, bucket, deadlineSeconds=3)
-    through_proxy = sa_kubeconfig(release, tmp_path / "proxy.kubeconfig", host=proxy.host)
+    through_proxy = release.write_kubeconfig(tmp_path / "proxy.kubeconfig", host=proxy.host)
     a = RuntimeProcess(tmp_path, "runtime-a", config, through_proxy)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -292,7 +267,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
 
     # Kubernetes would restart the container; here a new process, direct to the API server.
     proxy.passthrough()
-    direct = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    direct = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     restarted = RuntimeProcess(tmp_path, "runtime-a2", config, direct)
     procs.append(restarted.start())
     wait_for(restarted.leading, 20, "the restarted process leads")
@@ -311,7 +286,7 @@ def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
     """SIGSTOP is the paused ex-leader client-go warns about: when it resumes, its renew
     deadline has passed, so it stops before emitting or writing, and exits non-zero."""
     config = runtime_config(release, bucket)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -370,7 +345,7 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
     release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
     config = runtime_config(release, bucket)
     assert config["store"]["legacyConfigMap"] == "old-checkpoints"
-    proc = RuntimeProcess(tmp_path, "runtime-a", config, sa_kubeconfig(release, tmp_path / "k"))
+    proc = RuntimeProcess(tmp_path, "runtime-a", config, release.write_kubeconfig(tmp_path / "k"))
     procs.append(proc.start())
     wait_for(lambda: len(proc.objects()) == len(fresh), 30, "the fresh objects emitted")
     assert sorted(proc.objects()) == fresh
@@ -423,7 +398,7 @@ def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
         tmp_path,
         "runtime-a",
         runtime_config(release, bucket),
-        sa_kubeconfig(release, tmp_path / "k"),
+        release.write_kubeconfig(tmp_path / "k"),
     )
     procs.append(proc.start())
 
@@ -457,7 +432,7 @@ def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empt
     values = {"checkpoint": {"legacyConfigMap": "old-checkpoints"}}
     first = chart_install(values, namespace)
     proc = RuntimeProcess(
-        tmp_path, "runtime-a", runtime_config(first, bucket), sa_kubeconfig(first, tmp_path / "a")
+        tmp_path, "runtime-a", runtime_config(first, bucket), first.write_kubeconfig(tmp_path / "a")
     )
     procs.append(proc.start())
     wait_for(proc.leading, 30, "the first release leads (after migrating)")
@@ -467,7 +442,10 @@ def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empt
     second = chart_install(values, namespace, release="again")
     assert second.lease_name != first.lease_name
     other = RuntimeProcess(
-        tmp_path, "runtime-b", runtime_config(second, bucket), sa_kubeconfig(second, tmp_path / "b")
+        tmp_path,
+        "runtime-b",
+        runtime_config(second, bucket),
+        second.write_kubeconfig(tmp_path / "b"),
     )
     procs.append(other.start())
 

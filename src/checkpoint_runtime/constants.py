@@ -32,6 +32,11 @@ ANNOTATION_COMPRESSED_BYTES: Final = f"{LABEL_PREFIX}/compressed-bytes"
 ANNOTATION_ROWS: Final = f"{LABEL_PREFIX}/rows"
 ANNOTATION_WRITER: Final = f"{LABEL_PREFIX}/writer"
 ANNOTATION_EPOCH: Final = f"{LABEL_PREFIX}/epoch"
+# the uid of the Lease object whose leader wrote the shard (epochs of different Lease objects of
+# one name are not comparable: a recreated Lease restarts its transitions at 0).
+ANNOTATION_LEASE_UID: Final = f"{LABEL_PREFIX}/lease-uid"
+# on the Lease: added to leaseTransitions to give the leadership epoch; only raised.
+ANNOTATION_EPOCH_BASE: Final = f"{LABEL_PREFIX}/epoch-base"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"

@@ -53,11 +53,20 @@ class ConflictError(CheckpointError):
 class EpochFencedError(ConflictError):
     """The shard is stamped with a newer leadership epoch than ours: we were deposed."""
 
-    def __init__(self, shard: str, ours: int, stored: int, stored_writer: str) -> None:
-        super().__init__(
-            shard,
-            f"stamped with epoch {stored} by {stored_writer!r}, newer than our epoch {ours}",
-        )
+    def __init__(
+        self, shard: str, ours: int, stored: int, stored_writer: str, other_lease: bool = False
+    ) -> None:
+        if other_lease:
+            detail = (
+                f"stamped with epoch {stored} by {stored_writer!r} under another Lease object of "
+                f"this name (ours: epoch {ours}); only the current leader takes it over, after "
+                "renewing its Lease"
+            )
+        else:
+            detail = (
+                f"stamped with epoch {stored} by {stored_writer!r}, newer than our epoch {ours}"
+            )
+        super().__init__(shard, detail)
         self.ours = ours
         self.stored = stored
         self.stored_writer = stored_writer

@@ -58,6 +58,7 @@ class StaticLock:
     """A lock that always succeeds once, then fails: enough to reach the leader state."""
 
     identity = "me"
+    uid = ""
 
     def __init__(self) -> None:
         self.record: LeaseRecord | None = None

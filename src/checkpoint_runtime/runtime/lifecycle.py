@@ -189,12 +189,14 @@ class Runtime:
 
     def _lead_and_collect(self, backend: Backend, api: client.ApiClient | None, sink: Sink) -> int:
         settings = self.settings
-        epoch = 0
+        epoch, lease_uid = 0, ""
         if api is not None:
             elected = self._elect(api)
             if elected is None:
                 return self._finish(None)
             epoch = elected
+            assert self._election is not None
+            lease_uid = self._election.elector.lease_uid
         self.phase = "opening"
         try:
             store = Store.open(
@@ -205,9 +207,12 @@ class Runtime:
                 debounce_seconds=settings.store.debounce_seconds,
                 metrics=self.metrics.store,
                 shards=configured_shards(settings),
+                lease_uid=lease_uid,
             )
             if self._election is not None:
-                store.take_ownership()  # before any collector runs
+                # before any collector runs; renew_above lets a leader of a recreated Lease
+                # prove it leads and take over shards stamped under the old one.
+                store.take_ownership(self._election.elector.renew_above)
         except (CheckpointError, ExceptionGroup) as error:
             self._on_fatal(error)
             return self._finish(None)
@@ -215,7 +220,7 @@ class Runtime:
             self._on_fatal(CheckpointError("lost leadership while opening the store"))
             return self._finish(store)
         self.metrics.store.leader.set(1)
-        self.metrics.epoch.set(epoch)
+        self.metrics.epoch.set_function(lambda: store.stamp.epoch)  # a raise shows at once
         guarded = LeaderGuardedMap(store, self._leading)
         collectors = [
             CountingCollector(c, self.metrics, self._leading)

@@ -18,7 +18,7 @@ class RuntimeMetrics:
 
     def __post_init__(self) -> None:
         r = self.store.registry
-        self.epoch = Gauge("checkpoint_leader_epoch", "Lease transitions of our term", registry=r)
+        self.epoch = Gauge("checkpoint_leader_epoch", "Leadership epoch of our term", registry=r)
         self.records = Counter(
             "checkpoint_collector_records",
             "Records a collector emitted to the sink",

@@ -25,7 +25,7 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec
+from checkpoint_runtime.format import codec, sizes
 from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
 from checkpoint_runtime.runtime.settings import CollectorSettings, RuntimeSettings
 
@@ -45,11 +45,11 @@ class ShardProjection:
 
     @property
     def headroom_bytes(self) -> int:
-        return CONFIGMAP_VALUE_LIMIT - self.compressed_bytes
+        return sizes.headroom_bytes(self.compressed_bytes)
 
     @property
     def headroom_ratio(self) -> float:
-        return self.headroom_bytes / CONFIGMAP_VALUE_LIMIT
+        return sizes.headroom_ratio(self.compressed_bytes)
 
     @property
     def fits(self) -> bool:

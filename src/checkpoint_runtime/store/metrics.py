@@ -12,6 +12,7 @@ import contextlib
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.format import sizes
 
 
 class StoreMetrics:
@@ -91,12 +92,11 @@ class StoreMetrics:
 
     def observe_shard(self, shard: str, raw_bytes: int, compressed_bytes: int, rows: int) -> None:
         """Record the sizes of a shard as last stored."""
-        headroom = CONFIGMAP_VALUE_LIMIT - compressed_bytes
         self.raw_bytes.labels(shard).set(raw_bytes)
         self.compressed_bytes.labels(shard).set(compressed_bytes)
         self.rows.labels(shard).set(rows)
         self.compression_ratio.labels(shard).set(
-            raw_bytes / compressed_bytes if compressed_bytes else 0
+            sizes.compression_ratio(raw_bytes, compressed_bytes)
         )
-        self.headroom_bytes.labels(shard).set(headroom)
-        self.headroom_ratio.labels(shard).set(headroom / CONFIGMAP_VALUE_LIMIT)
+        self.headroom_bytes.labels(shard).set(sizes.headroom_bytes(compressed_bytes))
+        self.headroom_ratio.labels(shard).set(sizes.headroom_ratio(compressed_bytes))

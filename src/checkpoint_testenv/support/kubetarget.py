@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import datetime as dt
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from kubernetes import client
 from checkpoint_runtime.backends.kubernetes import DEFAULT_REQUEST_TIMEOUT, KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
+    ANNOTATION_LEASE_UID,
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITER,
     LABEL_COMPONENT,
@@ -52,6 +54,8 @@ class StoredState:
     epoch: int
     writer: str
     version: str
+    lease: str = ""
+    """The uid of the Lease object the writer's epoch belongs to ("" if not stamped)."""
 
 
 @dataclass
@@ -65,6 +69,7 @@ class KubeTarget:
     lease_name: str = ""
     """The store `backend()` opens when no other lease is named (the release's)."""
     backends: list[KubernetesBackend] = field(default_factory=list)
+    api_clients: list[client.ApiClient] = field(default_factory=list)
 
     @classmethod
     def of_release(cls, release: Release, admin: client.CoreV1Api) -> KubeTarget:
@@ -117,6 +122,7 @@ class KubeTarget:
                 epoch=int(annotations.get(ANNOTATION_EPOCH, "0")),
                 writer=annotations.get(ANNOTATION_WRITER, ""),
                 version=str(item.metadata.resource_version),
+                lease=annotations.get(ANNOTATION_LEASE_UID, ""),
             )
         return found
 
@@ -167,6 +173,44 @@ class KubeTarget:
             i.metadata.name for i in items if (i.metadata.labels or {}).get(LABEL_COMPONENT)
         )
 
+    # -- Leases (admin) -------------------------------------------------------------------------
+
+    def lease_client(self) -> client.ApiClient:
+        """An admin client for Lease locks (retries 0, as the elector requires). Trials use
+        fresh Lease names, which the chart's Role (pinned to its own Lease) does not grant."""
+        configuration = copy.copy(self.admin.api_client.configuration)
+        configuration.retries = 0
+        api = client.ApiClient(configuration)
+        self.api_clients.append(api)
+        return api
+
+    def released_lease(self, name: str, transitions: int) -> None:
+        """Create Lease `name` as admin, released (no holder) after `transitions` transitions."""
+        now = dt.datetime.now(dt.UTC).replace(microsecond=1)
+        spec = client.V1LeaseSpec(
+            holder_identity="",
+            lease_duration_seconds=1,
+            lease_transitions=transitions,
+            acquire_time=now,
+            renew_time=now,
+        )
+        body = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=spec)
+        client.CoordinationV1Api(self.admin.api_client).create_namespaced_lease(
+            self.namespace, body
+        )
+
+    def delete_lease(self, name: str) -> bool:
+        """Delete Lease `name` as admin; False if there was none."""
+        try:
+            client.CoordinationV1Api(self.admin.api_client).delete_namespaced_lease(
+                name, self.namespace
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
     def _read(self, name: str) -> Any:
         """ConfigMap `name` (admin read); None if there is none."""
         try:
@@ -177,8 +221,12 @@ class KubeTarget:
             raise
 
     def close(self) -> None:
-        """Close every backend made so far; the target stays usable."""
+        """Close every backend and Lease client made so far; the target stays usable."""
         for backend in self.backends:
             with contextlib.suppress(Exception):
                 backend.close()
         self.backends.clear()
+        for api in self.api_clients:
+            with contextlib.suppress(Exception):
+                api.close()  # type: ignore[no-untyped-call]
+        self.api_clients.clear()

@@ -64,11 +64,7 @@ def show_pods(release: helm.Release) -> None:
 
 
 def show_lease(release: helm.Release) -> None:
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
-    spec = lease.spec
+    spec = release.read_lease().spec
     print(
         f"  Lease {release.coordination_namespace}/{release.lease_name}: holder "
         f"{spec.holder_identity}, transitions {spec.lease_transitions}, "

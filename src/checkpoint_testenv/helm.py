@@ -57,6 +57,13 @@ class Release:
         """A Configuration authenticated as the chart's ServiceAccount (retries unconfigured)."""
         return self.plane.configuration(token=self.token, host=host)
 
+    def read_lease(self) -> client.V1Lease:
+        """The release's Lease, read as admin (ApiException 404 before a candidate created it)."""
+        with self.plane.admin_api() as api:
+            return client.CoordinationV1Api(api).read_namespaced_lease(
+                self.lease_name, self.coordination_namespace
+            )
+
     def write_kubeconfig(self, path: Path, host: str | None = None) -> Path:
         """A kubeconfig with exactly a pod's credentials: the ServiceAccount's bearer token
         (for `host`, e.g. a fault proxy, instead of the API server when given); `path`."""

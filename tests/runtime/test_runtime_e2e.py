@@ -82,10 +82,7 @@ def runtime_config(
 
 
 def lease_spec(release: Release) -> client.V1LeaseSpec:
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
+    lease = release.read_lease()
     assert lease.spec is not None
     return lease.spec
 

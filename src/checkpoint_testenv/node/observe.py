@@ -61,15 +61,12 @@ def ready(pod: Any) -> bool:
 def lease_holder(release: Release) -> str:
     """The Lease's holder; "" while nobody holds it or before the first candidate created it."""
     lease: Any
-    with release.plane.admin_api() as api:
-        try:
-            lease = client.CoordinationV1Api(api).read_namespaced_lease(
-                release.lease_name, release.coordination_namespace
-            )
-        except client.ApiException as error:
-            if error.status == 404:
-                return ""
-            raise
+    try:
+        lease = release.read_lease()
+    except client.ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
     return str(lease.spec.holder_identity or "")
 
 

@@ -185,7 +185,8 @@ class KubeTarget:
         return api
 
     def released_lease(self, name: str, transitions: int) -> None:
-        """Create Lease `name` as admin, released (no holder) after `transitions` transitions."""
+        """Write Lease `name` as admin, released (no holder) after `transitions` transitions:
+        created, or its spec replaced if it exists."""
         now = dt.datetime.now(dt.UTC).replace(microsecond=1)
         spec = client.V1LeaseSpec(
             holder_identity="",
@@ -194,10 +195,16 @@ class KubeTarget:
             acquire_time=now,
             renew_time=now,
         )
+        leases = client.CoordinationV1Api(self.admin.api_client)
         body = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=spec)
-        client.CoordinationV1Api(self.admin.api_client).create_namespaced_lease(
-            self.namespace, body
-        )
+        try:
+            leases.create_namespaced_lease(self.namespace, body)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+            current: Any = leases.read_namespaced_lease(name, self.namespace)
+            current.spec = spec
+            leases.replace_namespaced_lease(name, self.namespace, current)
 
     def delete_lease(self, name: str) -> bool:
         """Delete Lease `name` as admin; False if there was none."""

@@ -116,6 +116,9 @@ class Actor:
     """Per shard, the index of the acknowledged write this actor last observed (-1: none)."""
     dirty: set[str] = field(default_factory=set)
     pending_ownership: bool = False
+    can_renew: bool = False
+    """Its store was given the elector's renewal (by take_ownership), so a create that meets
+    another Lease object's shard can prove its term and take the shard over."""
 
     @property
     def stamp(self) -> tuple[int, str, str]:
@@ -233,6 +236,7 @@ class RaceTrial:
         actor = self._actor()
         actor.store = self._open_store(actor.name, actor.epoch, actor.lease)
         actor.superseded = set()
+        actor.can_renew = False
         self._observe_all(actor)
         actor.dirty = set()
         # Its elector still believes it leads (a deposed one by its frozen clock), so it takes
@@ -352,6 +356,7 @@ class RaceTrial:
         raising the epoch), then restamp every shard it saw stored with another stamp."""
         self._check_dirty_sets([actor])
         actor.pending_ownership = False
+        actor.can_renew = True
         observed = {
             shard: self.acks[shard][actor.base[shard]] for shard in KEYS if actor.base[shard] >= 0
         }
@@ -422,7 +427,7 @@ class RaceTrial:
         if actor.dominates(latest):
             return "ack" if latest.epoch < actor.epoch else "conflict"
         if latest.lease and actor.lease and latest.lease != actor.lease:
-            return "ack" if actor is self.holder else "fenced"
+            return "ack" if actor is self.holder and actor.can_renew else "fenced"
         return "fenced"
 
     def _judge_creation_race(

@@ -8,7 +8,6 @@ chart's rendered config.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -28,8 +27,8 @@ from checkpoint_testenv.flowlogs import FlowLogServer
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import (
-    FAST_ELECTION,
     RuntimeProcess,
+    runtime_config,
     seen_ids,
     stored_rows,
     write_objects,
@@ -55,30 +54,6 @@ def flowlogs() -> Iterator[FlowLogServer]:
     server = FlowLogServer()
     yield server
     server.close()
-
-
-def runtime_config(
-    release: Release, bucket: Path, flowlogs_url: str | None = None, **store: Any
-) -> dict[str, Any]:
-    config = json.loads(json.dumps(release.rendered_config))
-    assert config["store"]["backend"] == "kubernetes"
-    config["store"].update({"debounceSeconds": 0.2, **store})
-    config["leaderElection"].update(FAST_ELECTION)
-    config["collectors"] = [
-        {
-            "kind": "objectstore",
-            "tailnet": "tn1",
-            "feed": "feed-a",
-            "url": bucket.as_uri(),
-            "pollSeconds": 0.3,
-            "maxSeenKeys": 5000,
-        }
-    ]
-    if flowlogs_url:
-        config["collectors"].append(
-            {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
-        )
-    return config
 
 
 def lease_spec(release: Release) -> client.V1LeaseSpec:

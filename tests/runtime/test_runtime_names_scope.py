@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from test_runtime_e2e import runtime_config
-
 from checkpoint_runtime.format.values import object_id
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import (
     RuntimeProcess,
+    runtime_config,
     seen_ids,
     stored_rows,
     write_objects,

@@ -51,6 +51,33 @@ def first_lines(records: list[dict[str, Any]]) -> list[str]:
     return [r["object"] for r in records if r.get("line") == 0]
 
 
+def runtime_config(
+    release: Release, bucket: Path, flowlogs_url: str | None = None, **store: Any
+) -> dict[str, Any]:
+    """A release's rendered config as a test runs it: the API-server store with a short
+    debounce, `FAST_ELECTION`, an object-store collector on folder `bucket` (shard
+    `tn1/objectstore/feed-a`) and, given a URL, a flowlogs collector (`tn1/flowlogs`)."""
+    config: dict[str, Any] = json.loads(json.dumps(release.rendered_config))
+    assert config["store"]["backend"] == "kubernetes"
+    config["store"].update({"debounceSeconds": 0.2, **store})
+    config["leaderElection"].update(FAST_ELECTION)
+    config["collectors"] = [
+        {
+            "kind": "objectstore",
+            "tailnet": "tn1",
+            "feed": "feed-a",
+            "url": bucket.as_uri(),
+            "pollSeconds": 0.3,
+            "maxSeenKeys": 5000,
+        }
+    ]
+    if flowlogs_url:
+        config["collectors"].append(
+            {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
+        )
+    return config
+
+
 def write_objects(bucket: Path, names: list[str]) -> None:
     """Objects of two JSON lines each under `bucket` (a file:// feed of the object-store kind)."""
     for name in names:

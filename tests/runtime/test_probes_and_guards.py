@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +51,32 @@ def test_health_server_routes() -> None:
         assert status == 200
         assert "demo_value 7.0" in body
         assert fetch(server.port, "/nope")[0] == 404
+    finally:
+        server.stop()
+
+
+def test_metrics_is_prometheus_clients_own_app() -> None:
+    """/metrics answers like prometheus_client's exporter: OpenMetrics when asked, gzip when
+    accepted, one series with `name[]`."""
+    registry = CollectorRegistry()
+    Gauge("demo_value", "a value", registry=registry).set(7)
+    Gauge("other_value", "another", registry=registry).set(1)
+    server = HealthServer("127.0.0.1", 0, registry, lambda: (True, "h"), lambda: (True, "r"))
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        ask = urllib.request.Request(url, headers={"Accept": "application/openmetrics-text"})
+        with urllib.request.urlopen(ask, timeout=5) as answer:
+            assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert answer.read().decode().endswith("# EOF\n")
+        ask = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(ask, timeout=5) as answer:
+            assert answer.headers["Content-Encoding"] == "gzip"
+            assert b"demo_value 7.0" in gzip.decompress(answer.read())
+        status, body = fetch(server.port, "/metrics?name[]=other_value")
+        assert status == 200
+        assert "other_value 1.0" in body
+        assert "demo_value" not in body
     finally:
         server.stop()
 

@@ -22,9 +22,7 @@ from kubernetes import client
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner
-from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
-from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
@@ -243,33 +241,7 @@ class Runtime:
         return self._finish(store)
 
     def _collectors(self, store: CheckpointMap, sink: Sink) -> list[Collector]:
-        made: list[Collector] = []
-        for entry in self.settings.collectors:
-            if entry.kind == "objectstore":
-                made.append(
-                    ObjectStoreCollector(
-                        store,
-                        sink,
-                        feed=entry.feed or "",
-                        url=entry.url,
-                        endpoint_url=entry.endpoint_url,
-                        tailnet=entry.tailnet,
-                        max_seen_keys=entry.max_seen_keys,
-                        poll_seconds=entry.poll_seconds,
-                    )
-                )
-            else:
-                made.append(
-                    FlowLogsCollector(
-                        store,
-                        sink,
-                        url=entry.url,
-                        tailnet=entry.tailnet,
-                        poll_seconds=entry.poll_seconds,
-                        replay_window_seconds=entry.replay_window_seconds,
-                    )
-                )
-        return made
+        return [registry.kind(c.kind).build(store, sink, c) for c in self.settings.collectors]
 
     def _finish(self, store: Store | None) -> int:
         """Flush on a clean shutdown while still leading, then release; the exit code."""

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from checkpoint_runtime.collectors.objectstore import check_url
+from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.election.elector import default_identity
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.runtime import logs, startup
@@ -65,8 +65,9 @@ def main(args: argparse.Namespace) -> int:
         # A config whose shard could not fit is refused now, naming the knob.
         settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
         for index, collector in enumerate(settings.collectors):
-            if collector.kind == "objectstore":
-                check_url(collector.url, f"collectors[{index}].url")
+            process_check = registry.kind(collector.kind).process_check
+            if process_check is not None:
+                process_check(collector, f"collectors[{index}]")
         for shard in projections:
             log.info(
                 "projected shard",

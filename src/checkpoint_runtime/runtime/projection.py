@@ -4,30 +4,26 @@ From the runtime config alone, build a representative payload for every collecto
 the production encoder and the conservative (UUID-named) reference workload, and refuse a config
 whose shard could not fit, naming the knob to change (collectors[i].maxSeenKeys).
 
-The advice is one number per shard, whatever the configured bound: the most seen rows that
-leave PROJECTION_ADVICE_HEADROOM (5 %) of the limit free, at the per-row size of the largest
-encoded sample (PROJECTION_MAX_ENCODED_ROWS rows). Per-row size falls slowly as a shard grows
-(gzip finds more to share), so this errs on the safe side.
+Each collector kind estimates its own shard (`estimate` of its entry in
+`collectors/registry.py`; the shipped kinds' estimates and the feed's advice are in
+`collectors/builtin.py`): the advice is one number per shard, leaving
+PROJECTION_ADVICE_HEADROOM (5 %) of the limit free.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any
 
+from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     PROJECTION_ADVICE_HEADROOM,
-    PROJECTION_GAP_ROWS,
-    PROJECTION_MAX_ENCODED_ROWS,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec, sizes
-from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
-from checkpoint_runtime.runtime.settings import CollectorSettings, RuntimeSettings
+from checkpoint_runtime.format import sizes
+from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 
 @dataclass(frozen=True)
@@ -64,75 +60,22 @@ class ShardProjection:
         }
 
 
-_MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabytes at any size
-
-
-@lru_cache(maxsize=256)
-def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
-    """Compressed bytes and row count of a representative feed shard (cached: the render gate
-    projects the same config for many values documents)."""
-    workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    return codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
-
-
-@lru_cache(maxsize=256)
-def _flowlogs_bytes(namespace: str, windows: int) -> int:
-    return codec.encode_shard(
-        namespace, flowlogs_rows(namespace, replay_rows=windows)
-    ).compressed_bytes
-
-
-def _project_feed(index: int, collector: CollectorSettings, shape: str) -> ShardProjection:
-    wanted = collector.max_seen_keys
-    encoded_rows = min(wanted, PROJECTION_MAX_ENCODED_ROWS)
-    size, total_rows = _feed_bytes(collector.namespace, encoded_rows, shape)
-    per_row = size / max(encoded_rows, 1)
-    projected = size if wanted == encoded_rows else math.ceil(per_row * wanted)
-    return ShardProjection(
-        shard=collector.namespace,
-        knob=f"collectors[{index}].maxSeenKeys",
-        rows=wanted + total_rows - encoded_rows,
-        compressed_bytes=projected,
-        extrapolated=wanted != encoded_rows,
-        max_rows=advised_max_rows(collector.namespace, shape),
-    )
-
-
-def advised_max_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
-    """The most seen rows a feed shard may be configured for, leaving the advice headroom free:
-    from the largest sample, never from the configured bound, so every message agrees."""
-    size, _ = _feed_bytes(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
-    budget = CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
-    return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / size)
-
-
-def _project_flowlogs(index: int, collector: CollectorSettings) -> ShardProjection:
-    """The cursor plus one row per replay window; like a feed, at most
-    PROJECTION_MAX_ENCODED_ROWS windows are encoded and the size scales linearly beyond."""
-    # A tiny pollSeconds makes the ratio overflow to infinity; far past any limit, so cap it.
-    ratio = min(collector.replay_window_seconds / collector.poll_seconds, _MAX_WINDOWS)
-    windows = max(1, math.ceil(ratio))
-    encoded = min(windows, PROJECTION_MAX_ENCODED_ROWS)
-    size = _flowlogs_bytes(collector.namespace, encoded)
-    projected = size if windows == encoded else math.ceil(size / (encoded + 1) * (windows + 1))
-    return ShardProjection(
-        shard=collector.namespace,
-        knob=f"collectors[{index}].replayWindowSeconds",
-        rows=windows + 1,
-        compressed_bytes=projected,
-        extrapolated=windows != encoded,
-        max_rows=None,
-    )
-
-
 def project(settings: RuntimeSettings, shape: str = PROJECTION_SHAPE) -> list[ShardProjection]:
-    """One projection per configured collector, in config order."""
-    return [
-        _project_feed(index, collector, shape)
-        if collector.kind == "objectstore"
-        else _project_flowlogs(index, collector)
-        for index, collector in enumerate(settings.collectors)
-    ]
+    """One projection per configured collector, in config order, by its kind's estimate."""
+    projections = []
+    for index, collector in enumerate(settings.collectors):
+        estimate = registry.kind(collector.kind).estimate(collector, shape)
+        projections.append(
+            ShardProjection(
+                shard=collector.namespace,
+                knob=f"collectors[{index}].{estimate.knob}",
+                rows=estimate.rows,
+                compressed_bytes=estimate.compressed_bytes,
+                extrapolated=estimate.extrapolated,
+                max_rows=estimate.max_rows,
+            )
+        )
+    return projections
 
 
 def misfit(projections: list[ShardProjection]) -> ConfigError | None:

@@ -26,7 +26,6 @@ from pathlib import Path
 from kubernetes import client
 
 from checkpoint_testenv import binaries, helm
-from checkpoint_testenv.controlplane import write_kubeconfig
 from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node import images
 from checkpoint_testenv.node.cluster import NodeCluster
@@ -65,11 +64,7 @@ def show_pods(release: helm.Release) -> None:
 
 
 def show_lease(release: helm.Release) -> None:
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
-    spec = lease.spec
+    spec = release.read_lease().spec
     print(
         f"  Lease {release.coordination_namespace}/{release.lease_name}: holder "
         f"{spec.holder_identity}, transitions {spec.lease_transitions}, "
@@ -145,7 +140,7 @@ def run_demo(workdir: Path) -> int:
         for name, writer in shard_writers(release).items():
             print(f"  ConfigMap {name}: writer {writer}")
         kubeconfig = workdir / "chart-sa.kubeconfig"
-        write_kubeconfig(kubeconfig, plane.host, plane.ca_file, "chart-sa", release.token)
+        release.write_kubeconfig(kubeconfig)
         print("  checkpoint-runtime inspect (as the chart's ServiceAccount):")
         inspect(release, kubeconfig)
         print("  /metrics through the Service:")

@@ -41,13 +41,13 @@ from rel_lease import lease_recreation_trial  # noqa: E402
 from rel_load import run_load  # noqa: E402
 from rel_outage import outage_trial  # noqa: E402
 from rel_races import RaceTrial  # noqa: E402
-from rel_support import KubeTarget  # noqa: E402
 
 from checkpoint_runtime.backends import retry  # noqa: E402
 from checkpoint_runtime.format import codec  # noqa: E402
 from checkpoint_testenv import helm  # noqa: E402
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402
 from checkpoint_testenv.faultproxy import FaultProxy  # noqa: E402
+from checkpoint_testenv.support.kubetarget import KubeTarget  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
 MIB = 1024 * 1024
@@ -524,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         release = helm.install(plane, plane.create_namespace("soak"))
         with plane.admin_api() as api:
-            target = KubeTarget(release.configuration(), client.CoreV1Api(api), release.namespace)
+            target = KubeTarget.of_release(release, client.CoreV1Api(api))
             soak = Soak(args, plane, target)
             soak.tmp = Path(workdir)
             for phase in args.phases.split(","):

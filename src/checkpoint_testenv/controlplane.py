@@ -271,8 +271,8 @@ class ControlPlane:
             return False
 
 
-def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> None:
-    """A kubeconfig for `server` that authenticates as `user` with a bearer `token`."""
+def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> Path:
+    """A kubeconfig for `server` that authenticates as `user` with a bearer `token`; `path`."""
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -287,6 +287,7 @@ def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: s
         "current-context": "testenv",
     }
     path.write_text(yaml.safe_dump(kubeconfig))
+    return path
 
 
 def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> ControlPlane:

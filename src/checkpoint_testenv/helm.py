@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 
 from checkpoint_testenv.binaries import REPO_ROOT
-from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.controlplane import ControlPlane, write_kubeconfig
 
 CHART_DIR = REPO_ROOT / "charts" / "checkpoint-runtime"
 DEFAULT_RELEASE = "cr"
@@ -56,6 +56,20 @@ class Release:
     def configuration(self, host: str | None = None) -> client.Configuration:
         """A Configuration authenticated as the chart's ServiceAccount (retries unconfigured)."""
         return self.plane.configuration(token=self.token, host=host)
+
+    def read_lease(self) -> client.V1Lease:
+        """The release's Lease, read as admin (ApiException 404 before a candidate created it)."""
+        with self.plane.admin_api() as api:
+            return client.CoordinationV1Api(api).read_namespaced_lease(
+                self.lease_name, self.coordination_namespace
+            )
+
+    def write_kubeconfig(self, path: Path, host: str | None = None) -> Path:
+        """A kubeconfig with exactly a pod's credentials: the ServiceAccount's bearer token
+        (for `host`, e.g. a fault proxy, instead of the API server when given); `path`."""
+        return write_kubeconfig(
+            path, host or self.plane.host, self.plane.ca_file, self.service_account, self.token
+        )
 
     def revoke(self, resource: str, verb: str, timeout_seconds: float = 10.0) -> None:
         """Drop `verb` on `resource` from the chart's Role (an operator's mistake, a hand-edited

@@ -25,13 +25,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rel_support import KubeTarget, leaf_errors
+from rel_support import leaf_errors
 
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import CheckpointError, ConflictError
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 SHARDS = ("tn/objectstore/feed-a", "tn/objectstore/feed-b", "tn/flowlogs")
 TIMINGS = ElectionTimings(lease_duration=3, renew_deadline=2, retry_period=0.5)

@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rel_support import KubeTarget
-
 from checkpoint_runtime.backends import retry
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 FEEDS = [f"tn/objectstore/feed-{i}" for i in range(8)]
 

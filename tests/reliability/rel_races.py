@@ -36,13 +36,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rel_support import KubeTarget, leaf_errors
+from rel_support import leaf_errors
 
 from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConflictError, EpochFencedError
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 FEED_A = "tn/objectstore/feed-a"
 FEED_B = "tn/objectstore/feed-b"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from rel_shards import FEED, ROWS, BadShard, bad_shards, plant_in_folder, plant_in_namespace
-from rel_support import CountingBackend, KubeTarget, leaf_errors
+from rel_support import CountingBackend, leaf_errors
 
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_gate.render import SdkRenderer
@@ -35,6 +35,7 @@ from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.runtime import projection, settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 # -- chart values: the gate's values schema names the key path ------------------------------
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 from rel_lease import lease_recreation_trial
-from rel_support import KubeTarget
+
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 SEEDS = [1, 2]
 

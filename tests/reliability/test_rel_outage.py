@@ -3,28 +3,13 @@ the documented retry bound and commits once the server answers again."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from rel_outage import outage_trial
-from rel_support import KubeTarget
 
-from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import FaultProxy
-
-
-@pytest.fixture
-def make_proxy(control_plane: ControlPlane) -> Iterator[Callable[[], FaultProxy]]:
-    made: list[FaultProxy] = []
-
-    def make() -> FaultProxy:
-        proxy = FaultProxy.in_front_of(control_plane)
-        made.append(proxy)
-        return proxy
-
-    yield make
-    for proxy in made:
-        proxy.close()
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 
 @pytest.mark.parametrize(
@@ -33,13 +18,13 @@ def make_proxy(control_plane: ControlPlane) -> Iterator[Callable[[], FaultProxy]
 )
 def test_an_outage_is_retried_within_the_bound_and_commits_after_it(
     target: KubeTarget,
-    make_proxy: Callable[[], FaultProxy],
+    fault_proxy: Callable[[], FaultProxy],
     status: int,
     reason: str,
     retry_after: int | None,
 ) -> None:
     result = outage_trial(
-        target, make_proxy, status=status, reason=reason, retry_after=retry_after, seconds=3
+        target, fault_proxy, status=status, reason=reason, retry_after=retry_after, seconds=3
     )
     print(result, f"{result.per_shard_per_second:.2f} requests per shard per outage-second")
     assert 2 * result.shards <= result.answered <= result.bound_per_shard * result.shards

@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 from rel_races import RaceTrial, RaceViolation
-from rel_support import KubeTarget
 
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 CI_SEEDS = list(range(1000, 1020))
 STEPS = 30

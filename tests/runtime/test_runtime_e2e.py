@@ -8,7 +8,6 @@ chart's rendered config.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -18,26 +17,24 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from runtime_harness import (
-    FlowLogServer,
+
+from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
+from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.values import object_id
+from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.faultproxy import Action, FaultProxy
+from checkpoint_testenv.flowlogs import FlowLogServer
+from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import (
     RuntimeProcess,
-    object_id,
+    runtime_config,
     seen_ids,
-    wait_for,
-    write_kubeconfig,
+    stored_rows,
     write_objects,
 )
 
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
-from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.store.core import Store
-from checkpoint_testenv.controlplane import ControlPlane
-from checkpoint_testenv.faultproxy import Action, FaultProxy
-from checkpoint_testenv.helm import Release
-
 SHARD = "tn1/objectstore/feed-a"
-FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
 
 
 @pytest.fixture
@@ -59,58 +56,8 @@ def flowlogs() -> Iterator[FlowLogServer]:
     server.close()
 
 
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
-
-
-def runtime_config(
-    release: Release, bucket: Path, flowlogs_url: str | None = None, **store: Any
-) -> dict[str, Any]:
-    config = json.loads(json.dumps(release.rendered_config))
-    assert config["store"]["backend"] == "kubernetes"
-    config["store"].update({"debounceSeconds": 0.2, **store})
-    config["leaderElection"].update(FAST_ELECTION)
-    config["collectors"] = [
-        {
-            "kind": "objectstore",
-            "tailnet": "tn1",
-            "feed": "feed-a",
-            "url": bucket.as_uri(),
-            "pollSeconds": 0.3,
-            "maxSeenKeys": 5000,
-        }
-    ]
-    if flowlogs_url:
-        config["collectors"].append(
-            {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
-        )
-    return config
-
-
-def sa_kubeconfig(release: Release, path: Path, host: str | None = None) -> Path:
-    return write_kubeconfig(path, host or release.plane.host, release.plane.ca_file, release.token)
-
-
-def stored_rows(release: Release) -> dict[str, str]:
-    backend = KubernetesBackend(
-        release.plane.configuration(), release.coordination_namespace, release.lease_name
-    )
-    try:
-        store = Store.open(backend, writer="test-reader", migrate=False)
-        return dict(store.items(""))
-    finally:
-        backend.close()
-
-
 def lease_spec(release: Release) -> client.V1LeaseSpec:
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
+    lease = release.read_lease()
     assert lease.spec is not None
     return lease.spec
 
@@ -138,7 +85,7 @@ def test_failover_keeps_every_row_and_never_re_emits(
     flowlogs: FlowLogServer,
 ) -> None:
     config = runtime_config(release, bucket, flowlogs.url)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     a.wait_ready()
@@ -212,7 +159,7 @@ def test_sigterm_flushes_and_releases_the_lease_for_an_immediate_takeover(
         "renewDeadlineSeconds": 10,
         "retryPeriodSeconds": 0.5,
     }
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -263,7 +210,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
 ) -> None:
     proxy = fault_proxy()
     config = runtime_config(release, bucket, deadlineSeconds=3)
-    through_proxy = sa_kubeconfig(release, tmp_path / "proxy.kubeconfig", host=proxy.host)
+    through_proxy = release.write_kubeconfig(tmp_path / "proxy.kubeconfig", host=proxy.host)
     a = RuntimeProcess(tmp_path, "runtime-a", config, through_proxy)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -292,7 +239,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
 
     # Kubernetes would restart the container; here a new process, direct to the API server.
     proxy.passthrough()
-    direct = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    direct = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     restarted = RuntimeProcess(tmp_path, "runtime-a2", config, direct)
     procs.append(restarted.start())
     wait_for(restarted.leading, 20, "the restarted process leads")
@@ -311,7 +258,7 @@ def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
     """SIGSTOP is the paused ex-leader client-go warns about: when it resumes, its renew
     deadline has passed, so it stops before emitting or writing, and exits non-zero."""
     config = runtime_config(release, bucket)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -370,7 +317,7 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
     release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
     config = runtime_config(release, bucket)
     assert config["store"]["legacyConfigMap"] == "old-checkpoints"
-    proc = RuntimeProcess(tmp_path, "runtime-a", config, sa_kubeconfig(release, tmp_path / "k"))
+    proc = RuntimeProcess(tmp_path, "runtime-a", config, release.write_kubeconfig(tmp_path / "k"))
     procs.append(proc.start())
     wait_for(lambda: len(proc.objects()) == len(fresh), 30, "the fresh objects emitted")
     assert sorted(proc.objects()) == fresh
@@ -423,7 +370,7 @@ def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
         tmp_path,
         "runtime-a",
         runtime_config(release, bucket),
-        sa_kubeconfig(release, tmp_path / "k"),
+        release.write_kubeconfig(tmp_path / "k"),
     )
     procs.append(proc.start())
 
@@ -457,7 +404,7 @@ def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empt
     values = {"checkpoint": {"legacyConfigMap": "old-checkpoints"}}
     first = chart_install(values, namespace)
     proc = RuntimeProcess(
-        tmp_path, "runtime-a", runtime_config(first, bucket), sa_kubeconfig(first, tmp_path / "a")
+        tmp_path, "runtime-a", runtime_config(first, bucket), first.write_kubeconfig(tmp_path / "a")
     )
     procs.append(proc.start())
     wait_for(proc.leading, 30, "the first release leads (after migrating)")
@@ -467,7 +414,10 @@ def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empt
     second = chart_install(values, namespace, release="again")
     assert second.lease_name != first.lease_name
     other = RuntimeProcess(
-        tmp_path, "runtime-b", runtime_config(second, bucket), sa_kubeconfig(second, tmp_path / "b")
+        tmp_path,
+        "runtime-b",
+        runtime_config(second, bucket),
+        second.write_kubeconfig(tmp_path / "b"),
     )
     procs.append(other.start())
 

@@ -8,19 +8,16 @@ Without that it would exit 1 on every start, refused by shards of a newer epoch.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
-from runtime_harness import RuntimeProcess, wait_for, write_kubeconfig, write_objects
 
 from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
 from checkpoint_testenv.helm import Release
-
-FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import RuntimeProcess, runtime_config, write_objects
 
 
 @pytest.fixture
@@ -28,47 +25,13 @@ def release(chart_install: Callable[..., Release]) -> Release:
     return chart_install()
 
 
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
-
-
-def config_of(release: Release, bucket: Path) -> dict[str, Any]:
-    config = json.loads(json.dumps(release.rendered_config))
-    config["store"]["debounceSeconds"] = 0.2
-    config["leaderElection"].update(FAST_ELECTION)
-    config["collectors"] = [
-        {
-            "kind": "objectstore",
-            "tailnet": "tn1",
-            "feed": "feed-a",
-            "url": bucket.as_uri(),
-            "pollSeconds": 0.3,
-            "maxSeenKeys": 5000,
-        }
-    ]
-    return config
-
-
-def lease_of(release: Release) -> client.V1Lease:
-    with release.plane.admin_api() as api:
-        return client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
-
-
 def test_a_leader_of_a_recreated_lease_takes_over_without_re_emitting(
     release: Release, tmp_path: Path, procs: list[RuntimeProcess]
 ) -> None:
     bucket = tmp_path / "bucket"
     bucket.mkdir()
-    config = config_of(release, bucket)
-    kubeconfig = write_kubeconfig(
-        tmp_path / "sa.kubeconfig", release.plane.host, release.plane.ca_file, release.token
-    )
+    config = runtime_config(release, bucket)
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     write_objects(bucket, ["x-0.json", "x-1.json"])
     emitted: list[str] = []
     for name in ("runtime-a", "runtime-b"):  # epochs 0 and 1; each releases on SIGTERM
@@ -79,7 +42,7 @@ def test_a_leader_of_a_recreated_lease_takes_over_without_re_emitting(
         wait_for(lambda p=proc, n=name: f"{n}.json" in p.objects(), 20, f"{name} emits")
         assert proc.terminate() == 0
         emitted += proc.objects()
-    assert lease_of(release).spec.lease_transitions == 1
+    assert release.read_lease().spec.lease_transitions == 1
 
     with release.plane.admin_api() as api:
         client.CoordinationV1Api(api).delete_namespaced_lease(
@@ -89,7 +52,7 @@ def test_a_leader_of_a_recreated_lease_takes_over_without_re_emitting(
     procs.append(c.start())
     wait_for(c.leading, 20, "runtime-c leads on the recreated Lease")
 
-    lease = lease_of(release)
+    lease = release.read_lease()
     assert lease.spec.holder_identity == "runtime-c"
     assert lease.spec.lease_transitions == 0  # a new Lease object
     assert (lease.metadata.annotations or {}).get(ANNOTATION_EPOCH_BASE) == "2"

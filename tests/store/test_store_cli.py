@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from prometheus_client import generate_latest
 from store_harness import LEGACY, Harness, KubeHarness, open_store, raw_shard
 
@@ -32,25 +31,7 @@ def store_arguments(harness: Harness, tmp_path: Path) -> list[str]:
     if harness.kind == "file":
         return ["--path", str(harness.folder), "--lease-name", harness.lease_name]  # type: ignore[attr-defined]
     kube: KubeHarness = harness  # type: ignore[assignment]
-    configuration = kube.release.configuration()
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {
-                    "server": configuration.host,
-                    "certificate-authority": configuration.ssl_ca_cert,
-                },
-            }
-        ],
-        "users": [{"name": "sa", "user": {"token": kube.release.token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
-        "current-context": "sa",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
+    path = kube.release.write_kubeconfig(tmp_path / "kubeconfig")
     return [
         "--namespace",
         kube.namespace,

@@ -9,7 +9,6 @@ own clock), so what refuses it is the data and the Lease, never its own timer.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client
@@ -119,29 +118,6 @@ def elector(kube: KubeHarness, api: client.ApiClient, identity: str) -> LeaderEl
     return LeaderElector(lock, TIMINGS, clock=FrozenClock())
 
 
-def released_lease(
-    admin: client.CoordinationV1Api, kube: KubeHarness, transitions: int
-) -> client.V1Lease:
-    """Write the Lease as released (no holder) after `transitions` transitions."""
-    now = datetime.now(UTC).replace(microsecond=1)
-    spec = client.V1LeaseSpec(
-        holder_identity="",
-        lease_duration_seconds=1,
-        lease_transitions=transitions,
-        acquire_time=now,
-        renew_time=now,
-    )
-    try:
-        current = admin.read_namespaced_lease(kube.lease_name, kube.namespace)
-    except client.ApiException as error:
-        if error.status != 404:
-            raise
-        body = client.V1Lease(metadata=client.V1ObjectMeta(name=kube.lease_name), spec=spec)
-        return admin.create_namespaced_lease(kube.namespace, body)
-    current.spec = spec
-    return admin.replace_namespaced_lease(kube.lease_name, kube.namespace, current)
-
-
 def lead(kube: KubeHarness, api: client.ApiClient, identity: str) -> LeaderElector:
     leader = elector(kube, api, identity)
     assert leader.try_acquire_or_renew()
@@ -161,7 +137,7 @@ def test_a_recreated_lease_lets_the_new_leader_take_over_and_fences_every_old_le
     kube: KubeHarness, kube_api: client.ApiClient, admin_leases: client.CoordinationV1Api
 ) -> None:
     # An old Lease object with history: "old" leads at epoch 8 and writes.
-    released_lease(admin_leases, kube, transitions=7)
+    kube.target.released_lease(kube.lease_name, transitions=7)
     old = lead(kube, kube_api, "old")
     assert (old.epoch, old.lease_uid != "") == (8, True)
     old_store = leader_store(kube, old)
@@ -170,7 +146,7 @@ def test_a_recreated_lease_lets_the_new_leader_take_over_and_fences_every_old_le
     old_uid = old.lease_uid
     assert stamp_of(kube, FEED) == ("8", "old", old_uid)
     # Later terms of that Lease wrote nothing: "late" leads at epoch 20, which no shard shows.
-    released_lease(admin_leases, kube, transitions=19)
+    kube.target.released_lease(kube.lease_name, transitions=19)
     late = lead(kube, kube_api, "late")
     assert late.epoch == 20
 
@@ -243,7 +219,7 @@ def test_a_deposed_leader_of_the_current_lease_cannot_raise_its_epoch(
     """The epoch raise is a guarded renewal: only the holder of the current term passes it."""
     first = lead(kube, kube_api, "first")
     open_store(kube, writer="first", epoch=0, lease_uid=first.lease_uid).batch(ROWS)
-    released_lease(admin_leases, kube, transitions=3)  # "first" is deposed meanwhile
+    kube.target.released_lease(kube.lease_name, transitions=3)  # "first" is deposed meanwhile
     second = lead(kube, kube_api, "second")
     second_store = leader_store(kube, second)
     second_store.take_ownership(second.renew_above)

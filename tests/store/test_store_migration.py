@@ -13,7 +13,6 @@ from store_harness import LEGACY, FileHarness, Harness, KubeHarness, RawObject, 
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_LEGACY_DIGEST,
     ANNOTATION_MIGRATED,
@@ -264,9 +263,7 @@ def second_store(harness: Harness, lease: str = "reinstalled") -> Backend:
     if isinstance(harness, FileHarness):
         return FileBackend(harness.folder, lease, LEGACY)
     kube: KubeHarness = harness  # type: ignore[assignment]
-    backend = KubernetesBackend(kube.release.configuration(), kube.namespace, lease, LEGACY)
-    kube.backends.append(backend)
-    return backend
+    return kube.target.backend(lease, legacy_name=LEGACY)
 
 
 def test_a_second_store_over_a_legacy_another_store_migrated_refuses_to_start_empty(

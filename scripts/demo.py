@@ -40,6 +40,7 @@ from checkpoint_testenv.node.observe import (
     shard_writers,
     wait_for,
 )
+from checkpoint_testenv.support.runtime_process import metric_value
 
 POLL_SECONDS = 0.5
 GAUGES = (
@@ -85,7 +86,7 @@ def show_gauges(release: helm.Release) -> None:
     """Ask the Service until the leader answers (it balances over both Ready pods)."""
     for _ in range(20):
         body = service_get(release, "/metrics")
-        if "checkpoint_leader 1.0" in body:
+        if metric_value(body, "checkpoint_leader") == 1.0:
             break
     for line in body.splitlines():
         if line.startswith(GAUGES):

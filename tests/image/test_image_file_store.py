@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from image_harness import Container, Podman, chown_for_runtime, json_logs
+from image_harness import Container, Podman, chown_for_runtime
 
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER, DEFAULT_STORE_NAME
@@ -20,6 +20,7 @@ from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import (
     first_lines,
+    log_entries,
     seen_ids,
     sink_records,
     stored_rows,
@@ -76,7 +77,7 @@ def test_a_file_store_run_checkpoints_on_sigterm_and_a_restart_continues(
         )
         assert sorted(objects(out)) == names, first.logs()
         assert first.terminate() == 0, first.logs()
-        assert any(e.get("msg") == "flushed" for e in json_logs(first.logs()))
+        assert any(e.get("msg") == "flushed" for e in log_entries(first.logs()))
     finally:
         first.remove()
 

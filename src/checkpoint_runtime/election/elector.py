@@ -129,8 +129,6 @@ class LeaderElector:
                     f"renewing lease {self.lock.describe()} to raise the epoch above {epoch} "
                     f"failed: {error}"
                 ) from error
-            if self.lock.uid != self._lease_uid:  # defensive: the update carried our uid
-                raise LeadershipLostError(f"lease {self.lock.describe()} is another object now")
             self._succeeded(renewal, started)
             log.info(
                 "renewed lease %s with epoch %s (above %s)",

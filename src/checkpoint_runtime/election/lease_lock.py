@@ -116,7 +116,7 @@ class KubernetesLeaseLock:
     def update(self, record: LeaseRecord, timeout: float) -> None:
         if self._metadata is None or not self._metadata.resource_version:
             raise RuntimeError(f"lease {self.describe()}: update before get or create")
-        # The uid is a precondition: an update never lands on a recreated Lease of this name.
+        # The resourceVersion is the guard: a recreated Lease of this name never has an old one.
         metadata = client.V1ObjectMeta(
             name=self._metadata.name,
             namespace=self._metadata.namespace,

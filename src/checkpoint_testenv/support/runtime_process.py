@@ -46,6 +46,18 @@ def sink_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+def log_entries(text: str) -> list[dict[str, Any]]:
+    """The runtime's JSON log lines (other lines kept as {"msg": line})."""
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = {"msg": line}
+        entries.append(entry if isinstance(entry, dict) else {"msg": line})
+    return entries
+
+
 def first_lines(records: list[dict[str, Any]]) -> list[str]:
     """The objects an object-store collector emitted, one per object (its line 0)."""
     return [r["object"] for r in records if r.get("line") == 0]
@@ -162,13 +174,7 @@ class RuntimeProcess:
     def logs(self) -> list[dict[str, Any]]:
         if not self.stderr_path.exists():
             return []
-        entries = []
-        for line in self.stderr_path.read_text().splitlines():
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                entries.append({"msg": line})
-        return entries
+        return log_entries(self.stderr_path.read_text())
 
     # ---- control ----------------------------------------------------------------------------
 

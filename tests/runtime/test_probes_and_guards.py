@@ -51,6 +51,13 @@ def test_health_server_routes() -> None:
         assert status == 200
         assert "demo_value 7.0" in body
         assert fetch(server.port, "/nope")[0] == 404
+        for path in ("/healthz", "/readyz", "/metrics"):  # only GET reads a probe or the series
+            post = urllib.request.Request(
+                f"http://127.0.0.1:{server.port}{path}", data=b"", method="POST"
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(post, timeout=5)
+            assert refused.value.code == 405, path
     finally:
         server.stop()
 

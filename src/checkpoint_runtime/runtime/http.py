@@ -42,21 +42,28 @@ class _Handler(WSGIRequestHandler):
 
 def _probe(check: Check) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ["REQUEST_METHOD"] != "GET":
+            return _answer(start_response, "405 Method Not Allowed", b"use GET\n", ("Allow", "GET"))
         ok, detail = check()
-        body = (detail + "\n").encode()
-        start_response(
-            _STATUS[200 if ok else 503],
-            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
-        )
-        return [body]
+        return _answer(start_response, _STATUS[200 if ok else 503], (detail + "\n").encode())
 
     return app
 
 
 def _not_found(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-    body = b"not found\n"
+    return _answer(start_response, "404 Not Found", b"not found\n")
+
+
+def _answer(
+    start_response: StartResponse, status: str, body: bytes, *headers: tuple[str, str]
+) -> Iterable[bytes]:
     start_response(
-        "404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))]
+        status,
+        [
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Length", str(len(body))),
+            *headers,
+        ],
     )
     return [body]
 

@@ -34,8 +34,7 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.keys import COLLECTOR_KINDS
+from checkpoint_runtime.format import codec, keys
 from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
 
 # ---- objectstore: one feed, `[<tailnet>/]objectstore/<feed>` -----------------------------------
@@ -105,8 +104,8 @@ def _objectstore(store: CheckpointMap, sink: Sink, settings: ObjectStoreSettings
 
 
 OBJECTSTORE = CollectorKindSpec(
-    name="objectstore",
-    shape=COLLECTOR_KINDS["objectstore"],
+    name=keys.OBJECTSTORE,
+    shape=keys.COLLECTOR_KINDS[keys.OBJECTSTORE],
     instance_fields=("feed",),
     settings=_objectstore_settings,
     estimate=_objectstore_estimate,
@@ -171,8 +170,8 @@ def _flowlogs(store: CheckpointMap, sink: Sink, settings: FlowLogsSettings) -> C
 
 
 FLOWLOGS = CollectorKindSpec(
-    name="flowlogs",
-    shape=COLLECTOR_KINDS["flowlogs"],
+    name=keys.FLOWLOGS,
+    shape=keys.COLLECTOR_KINDS[keys.FLOWLOGS],
     instance_fields=(),
     settings=_flowlogs_settings,
     estimate=_flowlogs_estimate,

@@ -25,7 +25,10 @@ class CollectorKind:
     """Row kind -> whether it takes an `/<id>` suffix."""
 
 
-# Row kinds of the shipped collectors; the collectors and the reference rows spell rows with these.
+# The shipped collector kinds and their row kinds; the collectors and the reference rows spell
+# their keys with these names.
+OBJECTSTORE = "objectstore"
+FLOWLOGS = "flowlogs"
 CURSOR = "cursor"
 SCAN = "scan"
 SEEN = "seen"
@@ -33,8 +36,8 @@ GAP = "gap"
 REPLAY = "replay"
 
 COLLECTOR_KINDS: dict[str, CollectorKind] = {
-    "flowlogs": CollectorKind(name_segments=0, row_kinds={CURSOR: False, REPLAY: True}),
-    "objectstore": CollectorKind(
+    FLOWLOGS: CollectorKind(name_segments=0, row_kinds={CURSOR: False, REPLAY: True}),
+    OBJECTSTORE: CollectorKind(
         name_segments=1, row_kinds={CURSOR: False, SCAN: False, SEEN: True, GAP: True}
     ),
 }

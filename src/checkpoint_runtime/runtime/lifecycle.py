@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from kubernetes import client
 
@@ -27,14 +26,8 @@ from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
-from checkpoint_runtime.errors import (
-    CheckpointError,
-    ConfigError,
-    WriteUncertainError,
-    describe,
-    leaves,
-)
-from checkpoint_runtime.runtime import credentials
+from checkpoint_runtime.errors import CheckpointError, ConfigError
+from checkpoint_runtime.runtime import credentials, logs
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
@@ -271,33 +264,4 @@ class Runtime:
         return code
 
     def _log_fatal(self) -> None:
-        distinct = {"\n".join(describe(error)): error for error in self._fatal}
-        for error in distinct.values():
-            uncertain = _contains(error, WriteUncertainError)
-            log.error(
-                "lifecycle ended: %s",
-                "; ".join(line.strip() for line in describe(error)),
-                extra={
-                    "error": type(error).__name__,
-                    "write_uncertain": uncertain,
-                    "causes": [_cause(leaf) for leaf in leaves(error)],
-                },
-            )
-
-
-def _cause(error: BaseException) -> dict[str, Any]:
-    """One error of a fatal group as a log field: its name, shard, HTTP status and message."""
-    cause: dict[str, Any] = {"error": type(error).__name__, "message": str(error)}
-    for field_name in ("shard", "status"):
-        value = getattr(error, field_name, None)
-        if value is not None:
-            cause[field_name] = value
-    return cause
-
-
-def _contains(error: BaseException, kind: type[BaseException]) -> bool:
-    if isinstance(error, kind):
-        return True
-    if isinstance(error, BaseExceptionGroup):
-        return any(_contains(inner, kind) for inner in error.exceptions)
-    return False
+        logs.lifecycle_ended(log, self._fatal)

@@ -295,15 +295,7 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
         f"{SHARD}/seen/{object_id(name)}": "2026-03-01T00:00:00.000000000Z" for name in migrated
     }
     rows[f"{SHARD}/cursor"] = migrated[-1]
-    value = encode_legacy(rows)
-    with control_plane.admin_api() as api:
-        client.CoreV1Api(api).create_namespaced_config_map(
-            namespace,
-            client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name="old-checkpoints"),
-                data={LEGACY_DATA_KEY: value},
-            ),
-        )
+    value = create_legacy(control_plane, namespace, rows)
     release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
     config = runtime_config(release, bucket)
     assert config["store"]["legacyConfigMap"] == "old-checkpoints"

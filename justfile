@@ -166,7 +166,7 @@ bench-s3: setup s3-build
 bench: setup testenv-build policy-tools-build
     {{ py }} scripts/bench/all.py
 
-# the bounded reliability soak (races, faults, crashes, load) against the real API server
+# the bounded reliability soak (races, Lease recreation, faults, outages, crashes, load) against the real API server
 [group('test')]
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}

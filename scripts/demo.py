@@ -26,7 +26,6 @@ from pathlib import Path
 from kubernetes import client
 
 from checkpoint_testenv import binaries, helm
-from checkpoint_testenv.controlplane import write_kubeconfig
 from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node import images
 from checkpoint_testenv.node.cluster import NodeCluster
@@ -41,6 +40,7 @@ from checkpoint_testenv.node.observe import (
     shard_writers,
     wait_for,
 )
+from checkpoint_testenv.support.runtime_process import metric_value
 
 POLL_SECONDS = 0.5
 GAUGES = (
@@ -65,11 +65,7 @@ def show_pods(release: helm.Release) -> None:
 
 
 def show_lease(release: helm.Release) -> None:
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
-    spec = lease.spec
+    spec = release.read_lease().spec
     print(
         f"  Lease {release.coordination_namespace}/{release.lease_name}: holder "
         f"{spec.holder_identity}, transitions {spec.lease_transitions}, "
@@ -90,7 +86,7 @@ def show_gauges(release: helm.Release) -> None:
     """Ask the Service until the leader answers (it balances over both Ready pods)."""
     for _ in range(20):
         body = service_get(release, "/metrics")
-        if "checkpoint_leader 1.0" in body:
+        if metric_value(body, "checkpoint_leader") == 1.0:
             break
     for line in body.splitlines():
         if line.startswith(GAUGES):
@@ -145,7 +141,7 @@ def run_demo(workdir: Path) -> int:
         for name, writer in shard_writers(release).items():
             print(f"  ConfigMap {name}: writer {writer}")
         kubeconfig = workdir / "chart-sa.kubeconfig"
-        write_kubeconfig(kubeconfig, plane.host, plane.ca_file, "chart-sa", release.token)
+        release.write_kubeconfig(kubeconfig)
         print("  checkpoint-runtime inspect (as the chart's ServiceAccount):")
         inspect(release, kubeconfig)
         print("  /metrics through the Service:")

@@ -18,8 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from checkpoint_gate.manifests import RenderError
 from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
-from checkpoint_gate.render import CliRenderer, RenderError, load_values
+from checkpoint_gate.render import CliRenderer
+from checkpoint_gate.values import load_values
 from checkpoint_runtime.errors import ValuesFileError
 from checkpoint_testenv import binaries, scanners
 

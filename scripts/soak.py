@@ -2,9 +2,11 @@
 """The bounded reliability soak (`just soak`): the long versions of tests/reliability.
 
 Starts its own etcd + kube-apiserver on loopback, installs the chart, and runs, each bounded by
-a count or a duration: deposed-leader race trials, every fault case several times, SIGKILL
-crash trials (persist and migration, file store and API server), and the load run (50
-collectors x 5000 rows persisting every second, 5 minutes by default). Prints a table per phase
+a count or a duration: deposed-leader race trials (with Lease deletions), every fault case
+several times, SIGKILL crash trials (persist and migration, file store and API server), Lease
+recreation with running leaders (recovery time), outages answered by the fault proxy (requests
+per outage-second), and the load run (50 collectors x 5000 rows persisting every second, 5
+minutes by default). Prints a table per phase
 and writes docs/reliability.md with the figures. A violated guarantee is counted and shown,
 never hidden; the exit code is 1 if any occurred.
 
@@ -15,7 +17,6 @@ never hidden; the exit code is 1 if any occurred.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import os
 import platform
@@ -26,7 +27,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,17 @@ sys.path.insert(0, str(ROOT / "tests" / "reliability"))
 from kubernetes import client  # noqa: E402
 from rel_crash import FilePlace, KubePlace, migrate_trial, persist_trial  # noqa: E402
 from rel_faults import CASES, FaultRunner  # noqa: E402
+from rel_lease import lease_recreation_trial  # noqa: E402
 from rel_load import run_load  # noqa: E402
+from rel_outage import outage_trial  # noqa: E402
 from rel_races import RaceTrial  # noqa: E402
-from rel_support import KubeTarget  # noqa: E402
 
-from checkpoint_runtime import codec  # noqa: E402
-from checkpoint_testenv import binaries, helm  # noqa: E402
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane  # noqa: E402
-from checkpoint_testenv.faultproxy import FaultProxy  # noqa: E402
+from checkpoint_runtime.backends import retry  # noqa: E402
+from checkpoint_runtime.format import codec  # noqa: E402
+from checkpoint_testenv import helm  # noqa: E402
+from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402
+from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool  # noqa: E402
+from checkpoint_testenv.support.kubetarget import KubeTarget  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
 MIB = 1024 * 1024
@@ -62,17 +66,13 @@ class Soak:
         self.target = target
         self.sections: list[str] = []
         self.violations: list[str] = []
-        self._proxies: list[FaultProxy] = []
+        self._proxies = ProxyPool(plane)
 
     def proxy(self) -> FaultProxy:
-        proxy = FaultProxy.in_front_of(self.plane)
-        self._proxies.append(proxy)
-        return proxy
+        return self._proxies.make()
 
     def close_proxies(self) -> None:
-        for proxy in self._proxies:
-            proxy.close()
-        self._proxies.clear()
+        self._proxies.close()
 
     def section(self, title: str, text: str) -> None:
         block = f"## {title}\n\n{text}\n"
@@ -108,10 +108,16 @@ class Soak:
             ["steps per trial", self.args.race_steps],
             ["operations", ", ".join(f"{k} {v}" for k, v in sorted(total.items())
                                      if k in ("set", "delete", "flush", "batch", "reopen",
-                                              "promote", "take-ownership", "concurrent-flush"))],
+                                              "promote", "take-ownership", "concurrent-flush",
+                                              "recreate-lease"))],
             ["acknowledged shard writes", acks],
             ["refused as stale (ConflictError)", total["conflict"]],
             ["refused as fenced (EpochFencedError)", total["fenced"]],
+            ["Lease deletions / epoch raised by the new Lease's leader",
+             f"{total['recreate-lease']} / {total['epoch-raised']}"],
+            ["take-overs refused their renewal (deposed, LeadershipLostError)",
+             total["renewal-refused"]],
+            ["creates that took over a deposed writer's new shard", total["created-over-older"]],
             ["concurrent flushes with a winner / none eligible",
              f"{total['concurrent-winner']} / {total['concurrent-no-winner']}"],
             ["violations (stale overwrite, lost ack, epoch backwards)", violations],
@@ -163,6 +169,96 @@ class Soak:
             "v3. `commit` = `batch` returned (recognised by write id where the answer was lost)."
         )
         self.section(f"Faults ({self.args.fault_rounds} round(s) of every case)", text + note)
+
+    def lease(self) -> None:
+        """Lease deleted under a running leader, then deleted with the leader paused."""
+        results = []
+        violations = 0
+        started = time.monotonic()
+        for seed in range(self.args.seed, self.args.seed + self.args.lease_trials):
+            try:
+                results.append(lease_recreation_trial(self.target, seed))
+            except AssertionError as error:
+                violations += 1
+                self.violation(f"lease seed {seed}", error)
+            finally:
+                self.target.close()
+        recovery = sorted(r.recovery_seconds for r in results)
+        gaps = sorted(r.live_gap_seconds for r in results)
+        epochs = ", ".join(f"{a}/{b}/{c}" for a, b, c in sorted({r.epochs for r in results}))
+        rows = [
+            ["trials (seeds)", f"{self.args.lease_trials} ({self.args.seed}.."
+             f"{self.args.seed + self.args.lease_trials - 1})"],
+            ["Lease timings (lease / renew deadline / retry)", "3 / 2 / 0.5 s"],
+            ["deleted under a running leader: largest gap between its writes p50 / max",
+             f"{_pct(gaps, 50):.2f} / {gaps[-1]:.2f} s" if gaps else "-"],
+            ["deleted with the leader paused: deletion to the new leader's first write "
+             "p50 / max", f"{_pct(recovery, 50):.2f} / {recovery[-1]:.2f} s" if recovery else "-"],
+            ["epochs: old leader / new Lease's leader elected / after its renewal", epochs],
+            ["the resumed old leader's writes and take-overs refused",
+             sum(r.stale_refused for r in results)],
+            ["violations (stale write acknowledged, shard not the new leader's, no recovery)",
+             violations],
+            ["wall time", f"{time.monotonic() - started:.0f} s"],
+        ]  # fmt: skip
+        note = (
+            "\n\nA write every 0.1 s on 3 shards. Without its renewal raising the epoch, the "
+            "new Lease's leader (elected at epoch 0) would be refused on every shard stamped "
+            "under the old Lease, at every restart: it would never recover."
+        )
+        self.section("Lease recreation", table(["", "figure"], rows) + note)
+
+    def outage(self) -> None:
+        """Every request answered by the proxy for T seconds; the store retries and recovers."""
+        cases = [(500, "", None), (503, "ServiceUnavailable", 1), (429, "TooManyRequests", 2)]
+        rows = []
+        for seconds in (float(value) for value in self.args.outage_seconds.split(",")):
+            for status, reason, retry_after in cases:
+                try:
+                    result = outage_trial(
+                        self.target,
+                        self.proxy,
+                        status=status,
+                        reason=reason,
+                        retry_after=retry_after,
+                        seconds=seconds,
+                        shards=self.args.outage_shards,
+                    )
+                except AssertionError as error:
+                    self.violation(f"outage {status} {seconds:g} s", error)
+                    rows.append([status, "-", f"{seconds:g}", "VIOLATION", "-", "-", "-"])
+                    continue
+                finally:
+                    self.close_proxies()
+                    self.target.close()
+                rows.append(
+                    [
+                        status,
+                        retry_after or "-",
+                        f"{seconds:g}",
+                        result.answered,
+                        f"{result.per_shard_per_second:.2f}",
+                        f"{result.bound_per_shard / seconds:.2f}",
+                        f"{result.recovery_seconds:.2f}",
+                    ]
+                )
+        headers = [
+            "status",
+            "Retry-After",
+            "outage s",
+            f"requests ({self.args.outage_shards} shards)",
+            "per shard per outage-second",
+            "bound",
+            "commit after the outage, s",
+        ]
+        note = (
+            "\n\nThe fault proxy answers every request itself (reads and writes) for the whole "
+            "outage. The bound is the documented one per shard (write loop and read-back loop "
+            f"each at most {retry.UNCAPPED_STEPS + 1} + T / "
+            f"{retry.JITTER_MIN * retry.BACKOFF_MAX:g}, or 1 + T / Retry-After) divided by T. "
+            "Every batch committed once the server answered again."
+        )
+        self.section("Outage with backoff", table(headers, rows) + note)
 
     def crashes(self) -> None:
         kinds: list[tuple[str, str, Callable[[int], Any]]] = [
@@ -320,6 +416,8 @@ SUITE_NOTES = {
     "test_rel_bad_inputs.py": "named error per bad input; no write during open",
     "test_rel_load.py": "50 x 5000 rows, 10 s, writes == dirty shards, RSS",
     "test_rel_known_bugs.py": "the bugs below: open ones strict xfail, fixed ones regression",
+    "test_rel_lease.py": "Lease deleted under a running leader and with it paused: recovery",
+    "test_rel_outage.py": "every request answered 500 / 503 for 3 s: retry bound, commit after",
 }
 
 
@@ -346,15 +444,6 @@ def known_bugs() -> str:
     for name, bug in sorted(module.FIXED.items()):
         rows.append([f"`{name}`", "fixed (regression test)", bug])
     return table(["test", "state", "bug as found"], rows)
-
-
-@contextlib.contextmanager
-def control_plane(workdir: Path) -> Iterator[ControlPlane]:
-    plane = start_control_plane(binaries.locate(), workdir)
-    try:
-        yield plane
-    finally:
-        plane.stop()
 
 
 def write_doc(
@@ -408,7 +497,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dirty-per-second", type=int, default=5)
     parser.add_argument("--seed", type=int, default=5000)
     parser.add_argument("--saturation-windows", type=int, default=5)
-    parser.add_argument("--phases", default="suite,races,faults,crashes,load,saturation,atheris")
+    parser.add_argument("--lease-trials", type=int, default=10)
+    parser.add_argument("--outage-seconds", default="5,15", help="outage lengths, comma-separated")
+    parser.add_argument("--outage-shards", type=int, default=3)
+    parser.add_argument(
+        "--phases",
+        default="suite,races,lease,faults,outage,crashes,load,saturation,atheris",
+    )
     parser.add_argument("--atheris", help="a Python with atheris installed (optional phase)")
     parser.add_argument("--atheris-seconds", type=int, default=60)
     parser.add_argument("--no-doc", action="store_true", help="print only, keep the doc")
@@ -421,11 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     load = [os.getloadavg()[0]]
     with (
         tempfile.TemporaryDirectory(prefix="soak-") as workdir,
-        control_plane(Path(workdir) / "plane") as plane,
+        running_control_plane(Path(workdir) / "plane") as plane,
     ):
         release = helm.install(plane, plane.create_namespace("soak"))
         with plane.admin_api() as api:
-            target = KubeTarget(release.configuration(), client.CoreV1Api(api), release.namespace)
+            target = KubeTarget.of_release(release, client.CoreV1Api(api))
             soak = Soak(args, plane, target)
             soak.tmp = Path(workdir)
             for phase in args.phases.split(","):

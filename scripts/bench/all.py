@@ -32,6 +32,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # the Agg backend is chosen before pyplot loads
 
+from checkpoint_testenv.controlplane import running_control_plane
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 EXTERNAL = ("render", "store")
@@ -118,7 +120,7 @@ def control_plane(given: Any | None) -> Iterator[Any]:
     if given is not None:
         yield given
         return
-    with load("persist").own_control_plane() as plane:
+    with running_control_plane() as plane:
         yield plane
 
 

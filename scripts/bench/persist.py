@@ -25,13 +25,11 @@ import gc
 import selectors
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -49,9 +47,8 @@ from checkpoint_runtime.format.reference_rows import (
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
-from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+from checkpoint_testenv.controlplane import ControlPlane, running_control_plane
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
@@ -443,20 +440,9 @@ class PersistReport:
         return latency.p("store", fraction) / latency.p("raw", fraction)
 
 
-@contextlib.contextmanager
-def own_control_plane() -> Iterator[ControlPlane]:
-    """A control plane of our own, for running this script alone."""
-    with tempfile.TemporaryDirectory(prefix="bench-controlplane-") as workdir:
-        plane = start_control_plane(binaries.locate(), Path(workdir))
-        try:
-            yield plane
-        finally:
-            plane.stop()
-
-
 def run(plane: ControlPlane | None = None, quick: bool = False) -> PersistReport:
     if plane is None:
-        with own_control_plane() as own:
+        with running_control_plane() as own:
             return run(own, quick)
     # --quick: smoke sizes (a 500-row shard), so the smoke test stays fast; not figures.
     iterations, seen_rows = (3, 500) if quick else (150, ROWS_AT)

@@ -45,9 +45,8 @@ from checkpoint_runtime.format.gzipmembers import gunzip_members
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
-from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table, timed_ms
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+from checkpoint_testenv.controlplane import ControlPlane, running_control_plane
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
@@ -303,12 +302,8 @@ class ScaleReport:
 
 def run(plane: ControlPlane | None = None, quick: bool = False) -> ScaleReport:
     if plane is None:
-        with tempfile.TemporaryDirectory(prefix="bench-controlplane-") as workdir:
-            own = start_control_plane(binaries.locate(), Path(workdir))
-            try:
-                return run(own, quick)
-            finally:
-                own.stop()
+        with running_control_plane() as own:
+            return run(own, quick)
     iterations, seen_rows = (4, 500) if quick else (120, ROWS_AT)
     shards, rounds = (4, 2) if quick else (50, 8)
     shapes = ("uuid",) if quick else ("uuid", "old-design")

@@ -18,7 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,8 @@ from checkpoint_runtime.format.keys import collector_namespace
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
-from checkpoint_testenv import binaries
 from checkpoint_testenv.benchreport import Table
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+from checkpoint_testenv.controlplane import ControlPlane, running_control_plane
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
@@ -194,21 +193,11 @@ class StoreOpsReport:
     tables: list[Table] = field(default_factory=list)
 
 
-@contextlib.contextmanager
-def own_control_plane() -> Iterator[ControlPlane]:
-    with tempfile.TemporaryDirectory(prefix="bench-controlplane-") as workdir:
-        plane = start_control_plane(binaries.locate(), Path(workdir))
-        try:
-            yield plane
-        finally:
-            plane.stop()
-
-
 def run(
     plane: ControlPlane | None = None, quick: bool = False, with_apiserver: bool = True
 ) -> StoreOpsReport:
     if plane is None and with_apiserver:
-        with own_control_plane() as own:
+        with running_control_plane() as own:
             return run(own, quick)
     with tempfile.TemporaryDirectory(prefix="bench-store-ops-") as tmp:
         folder = Path(tmp)

@@ -19,16 +19,11 @@ from typing import Any
 
 from checkpoint_gate.engine import POLICY_WASM, Level
 from checkpoint_gate.junit import write_junit_xml
+from checkpoint_gate.manifests import Json, RenderError
 from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_gate.pipeline import Finding, Gate, GateResult
-from checkpoint_gate.render import (
-    DEFAULT_NAMESPACE,
-    DEFAULT_RELEASE,
-    CliRenderer,
-    Json,
-    RenderError,
-    load_values,
-)
+from checkpoint_gate.render import DEFAULT_NAMESPACE, DEFAULT_RELEASE, CliRenderer
+from checkpoint_gate.values import load_values
 from checkpoint_runtime.errors import CheckpointError
 
 

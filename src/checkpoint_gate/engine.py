@@ -26,7 +26,7 @@ from typing import Any
 
 from opapywasm import UNDEFINED, OpaBuiltinError, OpaWasmError, OpaWasmPolicy, PolicyConfig
 
-from checkpoint_gate.render import Manifest, manifest_label
+from checkpoint_gate.manifests import Manifest, manifest_label
 
 POLICY_WASM = Path(__file__).with_name("policy.wasm")
 VERDICTS = "gate/verdicts"

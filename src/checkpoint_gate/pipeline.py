@@ -18,17 +18,10 @@ from typing import Protocol
 from checkpoint_gate import runtime_check
 from checkpoint_gate.advice import advise
 from checkpoint_gate.engine import POLICY_WASM, Level, PolicyEngine, Verdict
+from checkpoint_gate.manifests import Json, Manifest, RenderError
 from checkpoint_gate.paths import CHART_DIR
-from checkpoint_gate.render import (
-    DEFAULT_NAMESPACE,
-    DEFAULT_RELEASE,
-    Json,
-    KubernetesValidator,
-    Manifest,
-    RenderError,
-    SdkRenderer,
-    ValuesSchema,
-)
+from checkpoint_gate.render import DEFAULT_NAMESPACE, DEFAULT_RELEASE, SdkRenderer
+from checkpoint_gate.validate import KubernetesValidator, ValuesSchema
 
 CHECK_VALUES = "values-schema"
 CHECK_RENDER = "render"

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from checkpoint_gate.render import DEFAULT_RELEASE, Json, SdkRenderer
+from checkpoint_gate.manifests import Json
+from checkpoint_gate.render import DEFAULT_RELEASE, SdkRenderer
 
 REPORT_PATH = Path("docs/rbac.md")
 CHART = Path("charts/checkpoint-runtime")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from checkpoint_gate.render import Manifest
+from checkpoint_gate.manifests import Manifest
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.runtime import startup
 

@@ -43,7 +43,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
 
 COMMANDS: dict[str, Command] = {
     "run": Command(
-        "checkpoint_runtime.runtime.process",
+        "checkpoint_runtime.runtime.main",
         "run the collectors with checkpoints in the configured store",
     ),
     "inspect": Command(

@@ -32,9 +32,16 @@ ANNOTATION_COMPRESSED_BYTES: Final = f"{LABEL_PREFIX}/compressed-bytes"
 ANNOTATION_ROWS: Final = f"{LABEL_PREFIX}/rows"
 ANNOTATION_WRITER: Final = f"{LABEL_PREFIX}/writer"
 ANNOTATION_EPOCH: Final = f"{LABEL_PREFIX}/epoch"
+# the uid of the Lease object whose leader wrote the shard (epochs of different Lease objects of
+# one name are not comparable: a recreated Lease restarts its transitions at 0).
+ANNOTATION_LEASE_UID: Final = f"{LABEL_PREFIX}/lease-uid"
+# on the Lease: added to leaseTransitions to give the leadership epoch; only raised.
+ANNOTATION_EPOCH_BASE: Final = f"{LABEL_PREFIX}/epoch-base"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"
+# beside it: the stores (Lease names, comma-separated) that took over the marked legacy value
+ANNOTATION_MIGRATED_BY: Final = f"{LABEL_PREFIX}/migrated-by"
 
 # one shared deadline covers a whole open, batch, debounced persist or flush.
 DEFAULT_DEADLINE_SECONDS: Final = 30.0
@@ -125,6 +132,9 @@ RUNTIME_CONFIG_SCHEMA: Final = "runtime-config.schema.json"
 # scales linearly beyond (compressed size grows linearly in rows); the representative workload
 # is the high-entropy UUID shape, the conservative one.
 PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
+# the projection's advice (`project` MAX_ROWS, the refusal's "at most N") leaves this fraction
+# of the ConfigMap limit free
+PROJECTION_ADVICE_HEADROOM: Final = 0.05
 PROJECTION_SHAPE: Final = "uuid"
 PROJECTION_GAP_ROWS: Final = 16
 

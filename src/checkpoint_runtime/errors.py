@@ -53,11 +53,20 @@ class ConflictError(CheckpointError):
 class EpochFencedError(ConflictError):
     """The shard is stamped with a newer leadership epoch than ours: we were deposed."""
 
-    def __init__(self, shard: str, ours: int, stored: int, stored_writer: str) -> None:
-        super().__init__(
-            shard,
-            f"stamped with epoch {stored} by {stored_writer!r}, newer than our epoch {ours}",
-        )
+    def __init__(
+        self, shard: str, ours: int, stored: int, stored_writer: str, other_lease: bool = False
+    ) -> None:
+        if other_lease:
+            detail = (
+                f"stamped with epoch {stored} by {stored_writer!r} under another Lease object of "
+                f"this name (ours: epoch {ours}); only the current leader takes it over, after "
+                "renewing its Lease"
+            )
+        else:
+            detail = (
+                f"stamped with epoch {stored} by {stored_writer!r}, newer than our epoch {ours}"
+            )
+        super().__init__(shard, detail)
         self.ours = ours
         self.stored = stored
         self.stored_writer = stored_writer
@@ -152,6 +161,26 @@ class LegacyConflictError(CheckpointError):
         self.legacy_digest = legacy_digest
         self.shards_digest = shards_digest
         self.detail = detail
+
+
+class LegacyMigratedElsewhereError(CheckpointError):
+    """The legacy value was migrated by other stores (other Lease names), not by this one:
+    opening would start empty beside checkpoints that exist. Open refuses and writes nothing."""
+
+    def __init__(self, legacy_name: str, store: str, migrated_by: list[str], rows: int) -> None:
+        by = ", ".join(repr(name) for name in migrated_by) or "a store that did not record its name"
+        super().__init__(
+            f"legacy checkpoint {legacy_name!r} was migrated by store {by}, not by this store "
+            f"{store!r}, which holds none of its {rows} rows: opening would start empty. "
+            "Nothing was written. To continue that store's checkpoints, use its Lease name "
+            "(store.leaseName; the chart's is <release>-checkpoint-runtime); to copy the legacy "
+            "rows into this store, run `checkpoint-runtime migrate --from-legacy`; to start "
+            "empty on purpose, run `checkpoint-runtime migrate --start-empty`"
+        )
+        self.legacy_name = legacy_name
+        self.store = store
+        self.migrated_by = migrated_by
+        self.rows = rows
 
 
 class UnconfiguredShardError(CheckpointError):
@@ -251,6 +280,7 @@ __all__ = [
     "KeyGrammarError",
     "LegacyConflictError",
     "LegacyFormatError",
+    "LegacyMigratedElsewhereError",
     "MissingExtraError",
     "NoStoreError",
     "OversizeError",

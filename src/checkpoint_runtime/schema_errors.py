@@ -17,12 +17,10 @@ from jsonschema.exceptions import ValidationError
 _DISCRIMINATORS = frozenset({"const", "enum", "additionalProperties", "required"})
 
 
-def key_path(parts: Iterable[Any]) -> str:
-    """`("checkpoint", "collectors", 0, "feed")` -> `checkpoint.collectors[0].feed`."""
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
+def field_path(error: ValidationError) -> str:
+    """Where `error` is, as jsonschema's JSONPath without the root: `checkpoint.collectors[0].feed`,
+    `podLabels['app.kubernetes.io/name']`; "" for the document itself."""
+    return error.json_path.removeprefix("$").removeprefix(".")
 
 
 def _branch_rank(errors: list[ValidationError]) -> tuple[int, int]:
@@ -60,5 +58,5 @@ def violations(errors: Iterable[ValidationError]) -> list[tuple[str, str]]:
     found: dict[tuple[str, str], None] = {}
     for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         specific = most_specific(error)
-        found[(key_path(specific.absolute_path), describe(specific))] = None
+        found[(field_path(specific), describe(specific))] = None
     return list(found)

@@ -9,20 +9,23 @@ restarting either server keeps the stored state, as a real outage would.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import secrets
 import socket
 import ssl
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from kubernetes import client
 
-from checkpoint_testenv import certs
+from checkpoint_testenv import binaries, certs
 from checkpoint_testenv.processes import ManagedProcess, wait_until
 
 ADMIN_USER = "checkpoint-testenv-admin"
@@ -268,8 +271,8 @@ class ControlPlane:
             return False
 
 
-def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> None:
-    """A kubeconfig for `server` that authenticates as `user` with a bearer `token`."""
+def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> Path:
+    """A kubeconfig for `server` that authenticates as `user` with a bearer `token`; `path`."""
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -284,6 +287,7 @@ def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: s
         "current-context": "testenv",
     }
     path.write_text(yaml.safe_dump(kubeconfig))
+    return path
 
 
 def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> ControlPlane:
@@ -310,3 +314,15 @@ def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> Cont
         plane.startup_total = time.monotonic() - begun
         return plane
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def running_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
+    """A control plane of the built binaries for a script (benchmarks, soak), stopped on exit;
+    in a temporary folder unless `workdir` is given."""
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="controlplane-")))
+        plane = start_control_plane(binaries.locate(), workdir)
+        stack.callback(plane.stop)
+        yield plane

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,7 +22,7 @@ import yaml
 from kubernetes import client
 
 from checkpoint_testenv.binaries import REPO_ROOT
-from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.controlplane import ControlPlane, write_kubeconfig
 
 CHART_DIR = REPO_ROOT / "charts" / "checkpoint-runtime"
 DEFAULT_RELEASE = "cr"
@@ -55,6 +56,51 @@ class Release:
     def configuration(self, host: str | None = None) -> client.Configuration:
         """A Configuration authenticated as the chart's ServiceAccount (retries unconfigured)."""
         return self.plane.configuration(token=self.token, host=host)
+
+    def read_lease(self) -> client.V1Lease:
+        """The release's Lease, read as admin (ApiException 404 before a candidate created it)."""
+        with self.plane.admin_api() as api:
+            return client.CoordinationV1Api(api).read_namespaced_lease(
+                self.lease_name, self.coordination_namespace
+            )
+
+    def write_kubeconfig(self, path: Path, host: str | None = None) -> Path:
+        """A kubeconfig with exactly a pod's credentials: the ServiceAccount's bearer token
+        (for `host`, e.g. a fault proxy, instead of the API server when given); `path`."""
+        return write_kubeconfig(
+            path, host or self.plane.host, self.plane.ca_file, self.service_account, self.token
+        )
+
+    def revoke(self, resource: str, verb: str, timeout_seconds: float = 10.0) -> None:
+        """Drop `verb` on `resource` from the chart's Role (an operator's mistake, a hand-edited
+        Role) and wait until the authorizer refuses it to the chart's ServiceAccount."""
+        (role_doc,) = [doc for doc in self.manifest if doc.get("kind") == "Role"]
+        namespace = role_doc["metadata"].get("namespace") or self.coordination_namespace
+        with self.plane.admin_api() as api:
+            rbac = client.RbacAuthorizationV1Api(api)
+            name = role_doc["metadata"]["name"]
+            role = rbac.read_namespaced_role(name, namespace)
+            for rule in role.rules or []:
+                if resource in (rule.resources or []):
+                    rule.verbs = [v for v in rule.verbs if v != verb] or ["get"]
+            rbac.replace_namespaced_role(name, namespace, role)
+            review = client.V1SubjectAccessReview(
+                spec=client.V1SubjectAccessReviewSpec(
+                    user=f"system:serviceaccount:{self.namespace}:{self.service_account}",
+                    resource_attributes=client.V1ResourceAttributes(
+                        namespace=namespace, verb=verb, resource=resource
+                    ),
+                )
+            )
+            authorization = client.AuthorizationV1Api(api)
+            deadline = time.monotonic() + timeout_seconds
+            while True:
+                status = authorization.create_subject_access_review(review).status
+                if status is not None and not status.allowed:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the authorizer still allows {verb} {resource}")
+                time.sleep(0.1)
 
 
 def install(

@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from checkpoint_gate.render import KUBERNETES_VERSION, CliRenderer
+from checkpoint_gate.render import CliRenderer
+from checkpoint_gate.validate import KUBERNETES_VERSION
 from checkpoint_testenv.binaries import REPO_ROOT, locate_built
 
 BIN_ENV = "CHECKPOINT_SCANNERS_BIN"

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-# The runtime tests' helpers (objects, waits, seen ids) serve the image tests too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-
 from image_harness import ImageError, Podman, build_image, require_tools
 
 IMAGE_FIXTURES = {"image_build", "image_archive", "podman", "image"}

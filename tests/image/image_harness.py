@@ -179,18 +179,6 @@ class Container:
         self.podman("rm", "--force", "--time", "0", self.name, check=False)
 
 
-def json_logs(text: str) -> list[dict[str, Any]]:
-    """The runtime's JSON log lines (other lines kept as {"msg": line})."""
-    entries = []
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            entry = {"msg": line}
-        entries.append(entry if isinstance(entry, dict) else {"msg": line})
-    return entries
-
-
 def chown_for_runtime(*paths: Path) -> None:
     """Give the container's UID a host folder or file, as fsGroup/emptyDir would."""
     for path in paths:

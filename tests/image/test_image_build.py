@@ -79,7 +79,7 @@ for top in ("/usr/lib/python3.11", "/opt/venv/lib/python3.11/site-packages"):
                 path = os.path.join(folder, name)
                 if not os.path.exists(importlib.util.cache_from_source(path)):
                     missing.append(path)
-importlib.import_module("checkpoint_runtime.runtime.process")
+importlib.import_module("checkpoint_runtime.runtime.main")
 print(json.dumps({"checked": checked, "missing": missing[:20], "n_missing": len(missing)}))
 """
 

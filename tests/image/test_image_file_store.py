@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from image_harness import Container, Podman, chown_for_runtime, json_logs
-from runtime_harness import object_id, seen_ids, wait_for, write_objects
+from image_harness import Container, Podman, chown_for_runtime
 
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER, DEFAULT_STORE_NAME
+from checkpoint_runtime.format.values import object_id
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import (
+    first_lines,
+    log_entries,
+    seen_ids,
+    sink_records,
+    stored_rows,
+    write_objects,
+)
 
 CONFIG_DIR = "/etc/checkpoint-runtime"  # the chart's config mount
 CHART_ARGS = ("run", "--config", f"{CONFIG_DIR}/config.json")
@@ -25,15 +33,9 @@ STORE_PATH = "/var/lib/checkpoint-runtime"  # the chart's checkpoint.file.path
 SHARD = "objectstore/audit"
 
 
-def records(out: Path) -> list[dict[str, Any]]:
-    sink = out / "records.jsonl"
-    if not sink.exists():
-        return []
-    return [json.loads(line) for line in sink.read_text().splitlines() if line]
-
-
-def first_lines(out: Path) -> list[str]:
-    return [r["object"] for r in records(out) if r.get("line") == 0]
+def objects(out: Path) -> list[str]:
+    """The objects the container emitted (its file sink in `out`)."""
+    return first_lines(sink_records(out / "records.jsonl"))
 
 
 def start(podman: Podman, image: str, tmp_path: Path, run: str) -> tuple[Container, Path]:
@@ -69,21 +71,20 @@ def test_a_file_store_run_checkpoints_on_sigterm_and_a_restart_continues(
     first, out = start(podman, image, tmp_path, "first")
     try:
         wait_for(
-            lambda: len(first_lines(out)) == len(names) or not first.running(),
+            lambda: len(objects(out)) == len(names) or not first.running(),
             60,
             "the container emits every object",
         )
-        assert sorted(first_lines(out)) == names, first.logs()
+        assert sorted(objects(out)) == names, first.logs()
         assert first.terminate() == 0, first.logs()
-        assert any(e.get("msg") == "flushed" for e in json_logs(first.logs()))
+        assert any(e.get("msg") == "flushed" for e in log_entries(first.logs()))
     finally:
         first.remove()
 
     shard_files = list((tmp_path / "store").glob(f"*{SHARD_SUFFIX}"))
     assert len(shard_files) == 1
     assert shard_files[0].stat().st_uid == 10001  # written by the image's user
-    store = Store.open(FileBackend(tmp_path / "store", DEFAULT_STORE_NAME), writer="host-reader")
-    rows = dict(store.items(""))
+    rows = stored_rows(tmp_path / "store")
     assert seen_ids(rows, SHARD) == {object_id(name) for name in names}
     assert rows[f"{SHARD}/cursor"] == names[-1]
     header = json.loads(shard_files[0].read_bytes().partition(b"\n")[0])
@@ -93,13 +94,13 @@ def test_a_file_store_run_checkpoints_on_sigterm_and_a_restart_continues(
     second, out = start(podman, image, tmp_path, "second")
     try:
         wait_for(
-            lambda: len(first_lines(out)) >= 1 or not second.running(),
+            lambda: len(objects(out)) >= 1 or not second.running(),
             60,
             "the second container emits the new object",
         )
         assert second.terminate() == 0, second.logs()
     finally:
         second.remove()
-    assert first_lines(out) == ["2026/obj-100.json"]  # nothing the checkpoint covers again
+    assert objects(out) == ["2026/obj-100.json"]  # nothing the checkpoint covers again
     store = Store.open(FileBackend(tmp_path / "store", DEFAULT_STORE_NAME), writer="host-reader")
     assert len(seen_ids(dict(store.items("")), SHARD)) == len(names) + 1

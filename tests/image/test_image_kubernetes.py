@@ -18,13 +18,14 @@ from typing import Any
 
 from image_harness import Podman, chown_for_runtime
 from kubernetes import client
-from runtime_harness import object_id, seen_ids, wait_for, write_objects
 
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_SHARD_KEY, ANNOTATION_WRITER
-from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.format.values import object_id
 from checkpoint_testenv.controlplane import free_port
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.node.observe import lease_holder
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows, write_objects
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SHARD = "objectstore/audit"
@@ -34,20 +35,6 @@ def deployment_container(release: Release) -> dict[str, Any]:
     (deployment,) = [d for d in release.manifest if d.get("kind") == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return dict(container)
-
-
-def lease_holder(release: Release) -> str:
-    """The Lease's holder; "" while nobody holds it or before the first candidate created it."""
-    with release.plane.admin_api() as api:
-        try:
-            lease = client.CoordinationV1Api(api).read_namespaced_lease(
-                release.lease_name, release.coordination_namespace
-            )
-        except client.ApiException as error:
-            if error.status == 404:
-                return ""
-            raise
-    return str(lease.spec.holder_identity or "")
 
 
 def shard_writers(release: Release) -> dict[str, str]:
@@ -133,11 +120,5 @@ def test_a_kubernetes_store_run_elects_itself_and_writes_a_shard_as_the_chart_po
     finally:
         pod.remove()
     assert lease_holder(release) == ""  # released on SIGTERM
-    backend = KubernetesBackend(
-        release.plane.configuration(), release.coordination_namespace, release.lease_name
-    )
-    try:
-        rows = dict(Store.open(backend, writer="test-reader", migrate=False).items(""))
-    finally:
-        backend.close()
+    rows = stored_rows(release)
     assert seen_ids(rows, SHARD) == {object_id(name) for name in names}

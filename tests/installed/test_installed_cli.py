@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from installed_helpers import REPO_ROOT, Venv, clean_env
 
+from checkpoint_testenv.support.runtime_process import first_lines, sink_records
+
 pytestmark = pytest.mark.installed
 
 RUNTIME_COMMANDS = ("run", "inspect", "project", "migrate")
@@ -119,10 +121,7 @@ def write_config(folder: Path, sink: Path) -> Path:
 
 
 def emitted_objects(sink: Path) -> list[str]:
-    if not sink.exists():
-        return []
-    records = [json.loads(line) for line in sink.read_text().splitlines() if line]
-    return [record["object"] for record in records if record.get("line") == 0]
+    return first_lines(sink_records(sink))
 
 
 def run_until(venv: Venv, config: Path, cwd: Path, sink: Path, expected: list[str]) -> str:

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
-from rel_support import KubeTarget
 
 from checkpoint_testenv import helm
 from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +22,6 @@ def release(control_plane: ControlPlane) -> helm.Release:
 def target(control_plane: ControlPlane, release: helm.Release) -> Iterator[KubeTarget]:
     """Stores act as the chart's ServiceAccount; the checker reads as admin."""
     with control_plane.admin_api() as api:
-        kube = KubeTarget(release.configuration(), client.CoreV1Api(api), release.namespace)
+        kube = KubeTarget.of_release(release, client.CoreV1Api(api))
         yield kube
         kube.close()

@@ -32,7 +32,6 @@ from typing import Any
 from crash_worker import backend as worker_backend
 from crash_worker import persist_rows
 from kubernetes import client
-from rel_support import KubeTarget
 
 from checkpoint_runtime.backends.file import LEGACY_SUFFIX, SHARD_SUFFIX, write_legacy_file
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, ANNOTATION_SHARD_KEY, LEGACY_DATA_KEY
@@ -42,6 +41,7 @@ from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
 from checkpoint_runtime.format.naming import label_selector
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 PERSIST_SHARDS = [f"tn/objectstore/feed-{index}" for index in range(3)]

@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rel_support import KubeTarget, StoredState, is_named, leaf_errors
+from rel_support import is_named, leaf_errors
 
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget, StoredState
 
 FEED = "tn/objectstore/feed-a"
 NEW_FEED = "tn/objectstore/feed-new"

@@ -1,110 +1,29 @@
 """Shared plumbing of the reliability campaign (tests and scripts/soak.py).
 
-A `KubeTarget` is one coordination namespace on the real API server: stores talk to it as the
-chart's ServiceAccount (optionally through a fault proxy), while the checker reads what is
-really stored with the admin client, independently of the store under test.
+The namespace under test is a `KubeTarget` (checkpoint_testenv.support.kubetarget): stores talk
+to it as the chart's ServiceAccount (optionally through a fault proxy), while the checker reads
+what is really stored with the admin client, independently of the store under test.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import itertools
 import os
 from dataclasses import dataclass, field
-from typing import Any
-
-from kubernetes import client
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.constants import (
-    ANNOTATION_EPOCH,
-    ANNOTATION_SHARD_KEY,
-    ANNOTATION_WRITER,
-    SHARD_DATA_KEY,
-)
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError
-from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.legacy import LegacyState
-from checkpoint_runtime.format.naming import label_selector
+from checkpoint_testenv.support.kubetarget import KubeTarget, StoredState
 
-_LEASES = itertools.count(1)
-
-
-@dataclass(frozen=True)
-class StoredState:
-    """One shard as the API server holds it, decoded by the checker."""
-
-    rows: dict[str, str]
-    epoch: int
-    writer: str
-    version: str
-
-
-@dataclass
-class KubeTarget:
-    """A namespace, the identity stores use there, and an admin view for the checker."""
-
-    configuration: Any
-    """Configuration as the chart's ServiceAccount (retries are forced to 0 by the backend)."""
-    admin: client.CoreV1Api
-    namespace: str
-    backends: list[KubernetesBackend] = field(default_factory=list)
-
-    def fresh_lease(self, prefix: str = "rel") -> str:
-        """A lease name no other trial used: its shards are a clean slate in this namespace."""
-        return f"{prefix}-{os.getpid()}-{next(_LEASES)}"
-
-    def backend(
-        self,
-        lease: str,
-        *,
-        host: str | None = None,
-        legacy_name: str | None = None,
-        request_timeout: float = 10.0,
-    ) -> KubernetesBackend:
-        configuration = self.configuration
-        if host is not None:
-            configuration = _with_host(configuration, host)
-        backend = KubernetesBackend(
-            configuration, self.namespace, lease, legacy_name, request_timeout=request_timeout
-        )
-        self.backends.append(backend)
-        return backend
-
-    def stored(self, lease: str) -> dict[str, StoredState]:
-        """Every shard of store `lease` as stored (admin read, decoded with the codec)."""
-        items = self.admin.list_namespaced_config_map(
-            self.namespace, label_selector=label_selector(lease)
-        ).items
-        found: dict[str, StoredState] = {}
-        for item in items:
-            annotations = item.metadata.annotations or {}
-            shard = annotations[ANNOTATION_SHARD_KEY]
-            blob = base64.b64decode((item.binary_data or {})[SHARD_DATA_KEY])
-            found[shard] = StoredState(
-                rows=codec.decode_shard(shard, blob),
-                epoch=int(annotations.get(ANNOTATION_EPOCH, "0")),
-                writer=annotations.get(ANNOTATION_WRITER, ""),
-                version=str(item.metadata.resource_version),
-            )
-        return found
-
-    def close(self) -> None:
-        for backend in self.backends:
-            with contextlib.suppress(Exception):
-                backend.close()
-        self.backends.clear()
-
-
-def _with_host(configuration: Any, host: str) -> Any:
-    import copy
-
-    other = copy.deepcopy(configuration)
-    other.host = host
-    return other
+__all__ = [
+    "CountingBackend",
+    "KubeTarget",
+    "StoredState",
+    "is_named",
+    "leaf_errors",
+    "rss_bytes",
+]
 
 
 @dataclass

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 from rel_shards import FEED, ROWS, BadShard, bad_shards, plant_in_folder, plant_in_namespace
-from rel_support import CountingBackend, KubeTarget, leaf_errors
+from rel_support import CountingBackend, leaf_errors
 
 from checkpoint_gate.paths import CHART_DIR
-from checkpoint_gate.render import SdkRenderer, ValuesSchema
+from checkpoint_gate.render import SdkRenderer
+from checkpoint_gate.validate import ValuesSchema
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, LEGACY_DATA_KEY, SHARD_DATA_KEY
 from checkpoint_runtime.errors import (
@@ -34,6 +35,7 @@ from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.runtime import projection, settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 # -- chart values: the gate's values schema names the key path ------------------------------
 

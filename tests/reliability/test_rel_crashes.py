@@ -18,9 +18,9 @@ from rel_crash import (
     persist_trial,
     run_until,
 )
-from rel_support import KubeTarget
 
 from checkpoint_runtime.errors import CorruptShardError
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 SEEDS = [11, 12, 13, 14, 15]
 

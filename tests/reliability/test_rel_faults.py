@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import pytest
 from rel_faults import CASES, FaultCase, FaultRunner
-from rel_support import KubeTarget
 
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 CI_CASES = [case for case in CASES if case.ci]
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rel_shards import FEED, LEASE, ROWS, envelope, gz, gzip_bomb, plant_in_folder
-from rel_support import CountingBackend, KubeTarget
+from rel_support import CountingBackend
 
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend, write_legacy_file
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_DATA_KEY
@@ -40,6 +40,7 @@ from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 FUZZ = settings(
     derandomize=True,

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from rel_support import CountingBackend, KubeTarget, leaf_errors
+from rel_support import CountingBackend, leaf_errors
 
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.errors import (
@@ -31,6 +31,7 @@ from checkpoint_runtime.format.legacy import decode_legacy, encode_legacy
 from checkpoint_runtime.runtime import settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 FEED = "tn/objectstore/feed-a"
 DEEP = "[" * 100_000

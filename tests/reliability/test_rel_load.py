@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rel_load import run_load
-from rel_support import KubeTarget
 
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 RSS_GROWTH_LIMIT = 64 * 1024 * 1024
 """Generous on purpose: this guards against a leak of the order of the data (50 x 5000 rows,

@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 from rel_races import RaceTrial, RaceViolation
-from rel_support import KubeTarget
 
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 CI_SEEDS = list(range(1000, 1020))
 STEPS = 30
@@ -33,7 +33,17 @@ def test_the_seeds_exercise_every_outcome(target: KubeTarget) -> None:
         if seed not in OUTCOMES:  # run alone (-k): replay the seed
             OUTCOMES[seed] = RaceTrial(target, seed, steps=STEPS).run().outcomes
         total.update(OUTCOMES[seed])
-    for outcome in ("ack", "conflict", "fenced", "promote", "concurrent-winner"):
+    for outcome in (
+        "ack",
+        "conflict",
+        "fenced",
+        "promote",
+        "concurrent-winner",
+        "recreate-lease",
+        "epoch-raised",
+        "renewal-refused",
+        "created-over-older",
+    ):
         assert total[outcome] > 0, total
 
 
@@ -58,6 +68,23 @@ def test_checker_catches_a_store_that_overwrites_blindly(
     import rel_races
 
     monkeypatch.setattr(rel_races, "Store", UnguardedStore)
+
+    def run_until_violation() -> None:
+        for seed in CI_SEEDS:
+            RaceTrial(target, seed, steps=STEPS).run()
+
+    with pytest.raises(RaceViolation):
+        run_until_violation()
+
+
+def test_checker_catches_a_store_that_ignores_the_lease_object(
+    target: KubeTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With stamps compared by epoch alone (the Lease uid ignored), some seed trips the checker:
+    after a Lease is recreated the epochs of the two Lease objects are mixed up."""
+    from checkpoint_runtime.store.fencing import Stamp
+
+    monkeypatch.setattr(Stamp, "other_lease", lambda self, stored: False)
 
     def run_until_violation() -> None:
         for seed in CI_SEEDS:

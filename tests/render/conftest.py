@@ -11,7 +11,8 @@ from render_helpers import patched_chart
 from checkpoint_gate.engine import PolicyEngine
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_gate.pipeline import Gate
-from checkpoint_gate.render import CliRenderer, KubernetesValidator, SdkRenderer
+from checkpoint_gate.render import CliRenderer, SdkRenderer
+from checkpoint_gate.validate import KubernetesValidator
 from checkpoint_testenv import binaries
 
 

@@ -25,15 +25,9 @@ from render_helpers import matrix_params
 from values_strategies import renderable_values_documents
 
 from checkpoint_gate.engine import Level, Mode, PolicyEngine, Verdict
+from checkpoint_gate.manifests import Manifest, documents, manifest_label, parse_helm_template
 from checkpoint_gate.paths import CHART_DIR, POLICY_DIR
-from checkpoint_gate.render import (
-    CliRenderer,
-    Manifest,
-    SdkRenderer,
-    documents,
-    manifest_label,
-    parse_helm_template,
-)
+from checkpoint_gate.render import CliRenderer, SdkRenderer
 from checkpoint_testenv import policytools
 
 Messages = dict[str, set[str]]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from checkpoint_gate.goyaml import GoYamlLoader
-from checkpoint_gate.render import RenderError, documents
+from checkpoint_gate.manifests import RenderError, documents
 from checkpoint_testenv import policytools
 
 PLAIN_SCALARS = [

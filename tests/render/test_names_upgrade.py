@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from checkpoint_gate.render import CliRenderer, Manifest
+from checkpoint_gate.manifests import Manifest
+from checkpoint_gate.render import CliRenderer
 from checkpoint_runtime.format.naming import shard_name
 
 FLOWLOGS = {"kind": "flowlogs", "url": "http://flowlogs.default.svc:8080/api/v1/flows"}

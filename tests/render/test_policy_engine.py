@@ -135,7 +135,7 @@ def test_input_the_engine_cannot_take_is_a_finding_for_each_document_and_mode() 
     import datetime
 
     from checkpoint_gate.engine import COMBINED_LABEL
-    from checkpoint_gate.render import Manifest
+    from checkpoint_gate.manifests import Manifest
 
     odd = Manifest(
         "t.yaml",

@@ -9,16 +9,10 @@ import yaml
 from render_helpers import matrix_params
 
 from checkpoint_gate.engine import Level, Mode, PolicyEngine
+from checkpoint_gate.manifests import Manifest, RenderError, sort_manifests
 from checkpoint_gate.paths import CHART_DIR
-from checkpoint_gate.render import (
-    CliRenderer,
-    KubernetesValidator,
-    Manifest,
-    RenderError,
-    SdkRenderer,
-    ValuesSchema,
-    sort_manifests,
-)
+from checkpoint_gate.render import CliRenderer, SdkRenderer
+from checkpoint_gate.validate import KubernetesValidator, ValuesSchema
 
 # SPEC §10, written out independently of the policy: (apiGroups, resources, verbs, resourceNames).
 SPEC_RULES = {

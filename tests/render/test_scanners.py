@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from render_helpers import MATRIX, patched_chart
 
+from checkpoint_gate.manifests import RenderError
 from checkpoint_gate.paths import CHART_DIR
-from checkpoint_gate.render import CliRenderer, RenderError
+from checkpoint_gate.render import CliRenderer
 from checkpoint_testenv import scanners
 from checkpoint_testenv.binaries import REPO_ROOT
 from checkpoint_testenv.scanners import Report, render_release, scan_folder

@@ -26,9 +26,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checkpoint_gate.engine import Level
+from checkpoint_gate.manifests import Manifest
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_gate.pipeline import Gate
-from checkpoint_gate.render import Manifest, SdkRenderer
+from checkpoint_gate.render import SdkRenderer
 from checkpoint_runtime.constants import MAX_DNS_SUBDOMAIN
 from checkpoint_runtime.format.keys import COLLECTOR_KINDS
 from checkpoint_runtime.format.naming import READABLE_MAX, shard_name

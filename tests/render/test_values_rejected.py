@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from checkpoint_gate.manifests import RenderError
 from checkpoint_gate.paths import CHART_DIR
-from checkpoint_gate.render import CliRenderer, RenderError, SdkRenderer, ValuesSchema
+from checkpoint_gate.render import CliRenderer, SdkRenderer
+from checkpoint_gate.validate import ValuesSchema
 
 # values -> the key path the failure must name
 INVALID: dict[str, tuple[dict[str, Any], str]] = {

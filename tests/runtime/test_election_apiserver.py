@@ -20,6 +20,7 @@ from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
 
 FAST = ElectionTimings(lease_duration=3, renew_deadline=2, retry_period=0.5)
 
@@ -48,13 +49,6 @@ def clients(release: Release) -> Iterator[Callable[..., client.ApiClient]]:
         api.close()
 
 
-def lease_of(release: Release) -> client.V1Lease:
-    with release.plane.admin_api() as api:
-        return client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
-
-
 def make_elector(
     release: Release,
     api: client.ApiClient,
@@ -69,15 +63,6 @@ def make_elector(
     return LeaderElector(lock, timings, **kwargs)  # type: ignore[arg-type]
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
 def test_two_electors_on_one_lease_exactly_one_leads(
     release: Release, clients: Callable[..., client.ApiClient]
 ) -> None:
@@ -89,7 +74,7 @@ def test_two_electors_on_one_lease_exactly_one_leads(
         time.sleep(FAST.lease_duration + 1)  # past one expiry: the leader kept renewing
         leaders = [t for t in threads if t.elector.is_leader()]
         assert len(leaders) == 1
-        lease = lease_of(release)
+        lease = release.read_lease()
         assert lease.spec is not None
         assert lease.spec.holder_identity == leaders[0].elector.identity
         assert lease.spec.lease_transitions == 0
@@ -105,14 +90,14 @@ def test_leader_that_stops_renewing_is_replaced_after_expiry_with_transitions_pl
 ) -> None:
     first = make_elector(release, clients(), "first")
     assert first.try_acquire_or_renew()
-    acquired = lease_of(release).spec
+    acquired = release.read_lease().spec
     assert acquired is not None
     second = ElectionThread(make_elector(release, clients(), "second"))
     stopped_at = time.monotonic()  # `first` never renews again (a paused or dead leader)
     second.start()
     try:
         waited = wait_for(second.elected.is_set, 15)
-        taken = lease_of(release).spec
+        taken = release.read_lease().spec
         assert taken is not None
         assert taken.holder_identity == "second"
         assert taken.lease_transitions == acquired.lease_transitions + 1
@@ -131,9 +116,9 @@ def test_renewals_keep_acquire_time_and_send_the_resource_version(
 ) -> None:
     elector = make_elector(release, clients(), "renewer")
     assert elector.try_acquire_or_renew()
-    before = lease_of(release)
+    before = release.read_lease()
     assert elector.try_acquire_or_renew()
-    after = lease_of(release)
+    after = release.read_lease()
     assert before.spec is not None
     assert after.spec is not None
     assert after.spec.acquire_time == before.spec.acquire_time
@@ -144,14 +129,14 @@ def test_renewals_keep_acquire_time_and_send_the_resource_version(
     # Someone else's write makes our remembered resourceVersion stale: the optimistic update
     # is refused by the server (no silent overwrite) and the slow path re-reads first.
     with release.plane.admin_api() as admin:
-        body = lease_of(release)
+        body = release.read_lease()
         assert body.metadata is not None
         body.metadata.labels = {"touched": "yes"}
         client.CoordinationV1Api(admin).replace_namespaced_lease(
             release.lease_name, release.coordination_namespace, body
         )
     assert elector.try_acquire_or_renew()
-    final = lease_of(release)
+    final = release.read_lease()
     assert final.metadata is not None
     assert final.metadata.labels == {"touched": "yes"}  # kept, not overwritten
     assert final.spec is not None
@@ -172,13 +157,13 @@ def test_release_on_shutdown_lets_the_other_take_over_at_once(
         assert not standby.elected.is_set()
         leader.stop()
         assert leader.elector.release()
-        released = lease_of(release).spec
+        released = release.read_lease().spec
         assert released is not None
         assert released.holder_identity in ("", None)
         assert released.lease_duration_seconds == 1
         waited = wait_for(standby.elected.is_set, 10)
         assert waited < slow.lease_duration  # the 30 s lease was not waited out
-        taken = lease_of(release).spec
+        taken = release.read_lease().spec
         assert taken is not None
         assert taken.holder_identity == "standby"
         assert taken.lease_transitions == 1
@@ -213,7 +198,7 @@ def test_whole_second_timestamps_are_accepted_by_the_server(
     whole = datetime(2026, 12, 1, 8, 0, 0, tzinfo=UTC)
     elector = make_elector(release, clients(), "whole", wall_clock=lambda: whole)
     assert elector.try_acquire_or_renew()
-    spec = lease_of(release).spec
+    spec = release.read_lease().spec
     assert spec is not None
     assert spec.holder_identity == "whole"
 
@@ -234,7 +219,7 @@ def test_a_renewal_whose_answer_is_lost_keeps_the_term(
     dropped = [e for e in proxy.events if e.action is Action.DROP_RESPONSE_AFTER_FORWARD]
     assert [e.upstream_status for e in dropped] == [200]
     assert elector.epoch == epoch
-    spec = lease_of(release).spec
+    spec = release.read_lease().spec
     assert spec is not None
     assert spec.holder_identity == "through-proxy"
     assert spec.lease_transitions == epoch
@@ -256,7 +241,7 @@ def test_an_acquisition_whose_answer_is_lost_is_recognised_as_ours(
     assert not second.try_acquire_or_renew()
     assert second.try_acquire_or_renew()
     assert second.epoch == 1  # one transition, not two
-    spec = lease_of(release).spec
+    spec = release.read_lease().spec
     assert spec is not None
     assert spec.lease_transitions == 1
 

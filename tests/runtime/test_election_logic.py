@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from checkpoint_runtime.election.elector import LeaderElector
+from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
 from checkpoint_runtime.election.lease_lock import LeaseRecord, wire_time
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
@@ -53,6 +53,7 @@ class FakeLeaseServer:
 class FakeLock:
     server: FakeLeaseServer
     identity: str
+    uid: str = ""
     seen_version: int | None = None
     after_get: Callable[[], None] | None = None
 
@@ -329,3 +330,36 @@ def test_a_term_past_its_renew_deadline_is_not_released() -> None:
     clock.now += TIMINGS.renew_deadline
     assert a.release()
     assert len(server.writes) == writes
+
+
+def test_renew_above_raises_the_epoch_base_and_every_later_term_keeps_it() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert a.epoch == 0
+    assert a.renew_above(8) == 9
+    assert server.record is not None
+    assert (server.record.epoch_base, server.record.lease_transitions) == (9, 0)
+    assert a.renew_above(3) == 9  # already above: renewed, never lowered
+    assert a.try_acquire_or_renew()  # the renew loop carries the base
+    assert server.record.epoch_base == 9
+    assert a.release()
+    assert server.record.epoch_base == 9
+    assert b.try_acquire_or_renew()
+    assert b.epoch == 10  # base 9 + transitions 1
+
+
+def test_renew_above_by_a_deposed_leader_fails_and_raises_nothing() -> None:
+    clock, server = FakeClock(), FakeLeaseServer()
+    a, b = elector(server, "a", clock), elector(server, "b", clock)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    clock.now += 15.1
+    assert b.try_acquire_or_renew()  # a is deposed; by a's clock alone it could still lead
+    a._renewed_at = clock.now  # as a paused leader whose clock did not move would believe
+    assert a.is_leader()
+    with pytest.raises(LeadershipLostError):
+        a.renew_above(100)
+    assert server.record is not None
+    assert (server.record.holder_identity, server.record.epoch_base) == ("b", 0)
+    assert b.epoch == 1

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_harness import FlowLogServer
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector, parse_rfc3339
 from checkpoint_runtime.format.values import rfc3339_ns
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.flowlogs import FlowLogServer
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 import urllib.error
 import urllib.request
@@ -14,8 +15,8 @@ from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
 from checkpoint_runtime.election.lease_lock import LeaseRecord
 from checkpoint_runtime.election.timings import ElectionTimings
+from checkpoint_runtime.runtime.guards import LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
-from checkpoint_runtime.runtime.process import LeaderGuardedMap
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 
@@ -54,10 +55,37 @@ def test_health_server_routes() -> None:
         server.stop()
 
 
+def test_metrics_is_prometheus_clients_own_app() -> None:
+    """/metrics answers like prometheus_client's exporter: OpenMetrics when asked, gzip when
+    accepted, one series with `name[]`."""
+    registry = CollectorRegistry()
+    Gauge("demo_value", "a value", registry=registry).set(7)
+    Gauge("other_value", "another", registry=registry).set(1)
+    server = HealthServer("127.0.0.1", 0, registry, lambda: (True, "h"), lambda: (True, "r"))
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        ask = urllib.request.Request(url, headers={"Accept": "application/openmetrics-text"})
+        with urllib.request.urlopen(ask, timeout=5) as answer:
+            assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert answer.read().decode().endswith("# EOF\n")
+        ask = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(ask, timeout=5) as answer:
+            assert answer.headers["Content-Encoding"] == "gzip"
+            assert b"demo_value 7.0" in gzip.decompress(answer.read())
+        status, body = fetch(server.port, "/metrics?name[]=other_value")
+        assert status == 200
+        assert "other_value 1.0" in body
+        assert "demo_value" not in body
+    finally:
+        server.stop()
+
+
 class StaticLock:
     """A lock that always succeeds once, then fails: enough to reach the leader state."""
 
     identity = "me"
+    uid = ""
 
     def __init__(self) -> None:
         self.record: LeaseRecord | None = None

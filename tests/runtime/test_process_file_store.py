@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_harness import RuntimeProcess, wait_for, write_objects
 
-from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import RuntimeProcess, stored_rows, write_objects
 
 
 def file_config(tmp_path: Path, **store: Any) -> dict[str, Any]:
@@ -25,11 +24,6 @@ def file_config(tmp_path: Path, **store: Any) -> dict[str, Any]:
     }
 
 
-def stored_rows(tmp_path: Path) -> dict[str, str]:
-    store = Store.open(FileBackend(tmp_path / "cp", "checkpoint-runtime"), writer="reader")
-    return dict(store.items(""))
-
-
 def healthz_status(host: str, port: int) -> int | None:
     """GET /healthz on exactly this address (no proxy, no name lookup); None if refused."""
     connection = http.client.HTTPConnection(host, port, timeout=2)
@@ -40,14 +34,6 @@ def healthz_status(host: str, port: int) -> int | None:
         return None
     finally:
         connection.close()
-
-
-@pytest.fixture
-def procs() -> Any:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
 
 
 def test_a_bad_config_names_the_key_and_exits_2_before_touching_anything(
@@ -153,7 +139,7 @@ def test_sigterm_flushes_and_a_restart_does_not_re_emit(
     )
     assert first.terminate() == 0
     # ...and SIGTERM flushed it.
-    rows = stored_rows(tmp_path)
+    rows = stored_rows(tmp_path / "cp")
     assert '"listed":9' in rows["objectstore/f1/scan"]
     assert any(e.get("msg") == "flushed" for e in first.logs())
     write_objects(bucket, ["obj-100.json"])

@@ -8,7 +8,6 @@ chart's rendered config.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -18,26 +17,24 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from runtime_harness import (
-    FlowLogServer,
+
+from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
+from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.values import object_id
+from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.faultproxy import Action, FaultProxy
+from checkpoint_testenv.flowlogs import FlowLogServer
+from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import (
     RuntimeProcess,
-    object_id,
+    runtime_config,
     seen_ids,
-    wait_for,
-    write_kubeconfig,
+    stored_rows,
     write_objects,
 )
 
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
-from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.store.core import Store
-from checkpoint_testenv.controlplane import ControlPlane
-from checkpoint_testenv.faultproxy import Action, FaultProxy
-from checkpoint_testenv.helm import Release
-
 SHARD = "tn1/objectstore/feed-a"
-FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
 
 
 @pytest.fixture
@@ -59,58 +56,8 @@ def flowlogs() -> Iterator[FlowLogServer]:
     server.close()
 
 
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
-
-
-def runtime_config(
-    release: Release, bucket: Path, flowlogs_url: str | None = None, **store: Any
-) -> dict[str, Any]:
-    config = json.loads(json.dumps(release.rendered_config))
-    assert config["store"]["backend"] == "kubernetes"
-    config["store"].update({"debounceSeconds": 0.2, **store})
-    config["leaderElection"].update(FAST_ELECTION)
-    config["collectors"] = [
-        {
-            "kind": "objectstore",
-            "tailnet": "tn1",
-            "feed": "feed-a",
-            "url": bucket.as_uri(),
-            "pollSeconds": 0.3,
-            "maxSeenKeys": 5000,
-        }
-    ]
-    if flowlogs_url:
-        config["collectors"].append(
-            {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
-        )
-    return config
-
-
-def sa_kubeconfig(release: Release, path: Path, host: str | None = None) -> Path:
-    return write_kubeconfig(path, host or release.plane.host, release.plane.ca_file, release.token)
-
-
-def stored_rows(release: Release) -> dict[str, str]:
-    backend = KubernetesBackend(
-        release.plane.configuration(), release.coordination_namespace, release.lease_name
-    )
-    try:
-        store = Store.open(backend, writer="test-reader", migrate=False)
-        return dict(store.items(""))
-    finally:
-        backend.close()
-
-
 def lease_spec(release: Release) -> client.V1LeaseSpec:
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
+    lease = release.read_lease()
     assert lease.spec is not None
     return lease.spec
 
@@ -138,7 +85,7 @@ def test_failover_keeps_every_row_and_never_re_emits(
     flowlogs: FlowLogServer,
 ) -> None:
     config = runtime_config(release, bucket, flowlogs.url)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(a.start())
     a.wait_ready()
@@ -212,13 +159,8 @@ def test_sigterm_flushes_and_releases_the_lease_for_an_immediate_takeover(
         "renewDeadlineSeconds": 10,
         "retryPeriodSeconds": 0.5,
     }
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
-    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
-    procs.append(a.start())
-    wait_for(a.leading, 20, "a leads")
-    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
-    procs.append(b.start())
-    b.wait_ready()
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    a, b = leader_and_standby(tmp_path, config, kubeconfig, procs)
     write_objects(bucket, ["x-0.json", "x-1.json", "x-2.json"])
     wait_for(lambda: len(a.objects()) == 3, 20, "a emits")
     # An idle change (an object vanished) only goes through the debounced persist...
@@ -263,7 +205,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
 ) -> None:
     proxy = fault_proxy()
     config = runtime_config(release, bucket, deadlineSeconds=3)
-    through_proxy = sa_kubeconfig(release, tmp_path / "proxy.kubeconfig", host=proxy.host)
+    through_proxy = release.write_kubeconfig(tmp_path / "proxy.kubeconfig", host=proxy.host)
     a = RuntimeProcess(tmp_path, "runtime-a", config, through_proxy)
     procs.append(a.start())
     wait_for(a.leading, 20, "a leads")
@@ -292,7 +234,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
 
     # Kubernetes would restart the container; here a new process, direct to the API server.
     proxy.passthrough()
-    direct = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
+    direct = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     restarted = RuntimeProcess(tmp_path, "runtime-a2", config, direct)
     procs.append(restarted.start())
     wait_for(restarted.leading, 20, "the restarted process leads")
@@ -311,13 +253,8 @@ def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
     """SIGSTOP is the paused ex-leader client-go warns about: when it resumes, its renew
     deadline has passed, so it stops before emitting or writing, and exits non-zero."""
     config = runtime_config(release, bucket)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "sa.kubeconfig")
-    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
-    procs.append(a.start())
-    wait_for(a.leading, 20, "a leads")
-    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
-    procs.append(b.start())
-    b.wait_ready()
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    a, b = leader_and_standby(tmp_path, config, kubeconfig, procs)
     first = [f"p-{i}.json" for i in range(5)]
     write_objects(bucket, first)
     wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 5, 20, "a stored the first")
@@ -358,19 +295,11 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
         f"{SHARD}/seen/{object_id(name)}": "2026-03-01T00:00:00.000000000Z" for name in migrated
     }
     rows[f"{SHARD}/cursor"] = migrated[-1]
-    value = encode_legacy(rows)
-    with control_plane.admin_api() as api:
-        client.CoreV1Api(api).create_namespaced_config_map(
-            namespace,
-            client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name="old-checkpoints"),
-                data={LEGACY_DATA_KEY: value},
-            ),
-        )
+    value = create_legacy(control_plane, namespace, rows)
     release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
     config = runtime_config(release, bucket)
     assert config["store"]["legacyConfigMap"] == "old-checkpoints"
-    proc = RuntimeProcess(tmp_path, "runtime-a", config, sa_kubeconfig(release, tmp_path / "k"))
+    proc = RuntimeProcess(tmp_path, "runtime-a", config, release.write_kubeconfig(tmp_path / "k"))
     procs.append(proc.start())
     wait_for(lambda: len(proc.objects()) == len(fresh), 30, "the fresh objects emitted")
     assert sorted(proc.objects()) == fresh
@@ -381,3 +310,115 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
     assert legacy.metadata is not None
     assert (legacy.metadata.annotations or {}).get(ANNOTATION_MIGRATED) == legacy_digest(value)
     assert seen_ids(stored_rows(release), SHARD) == {object_id(n) for n in migrated + fresh}
+
+
+def create_legacy(plane: ControlPlane, namespace: str, rows: dict[str, str]) -> str:
+    value = encode_legacy(rows)
+    with plane.admin_api() as api:
+        client.CoreV1Api(api).create_namespaced_config_map(
+            namespace,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name="old-checkpoints"),
+                data={LEGACY_DATA_KEY: value},
+            ),
+        )
+    return value
+
+
+def leader_and_standby(
+    tmp_path: Path, config: dict[str, Any], kubeconfig: Path, procs: list[RuntimeProcess]
+) -> tuple[RuntimeProcess, RuntimeProcess]:
+    """`runtime-a` started until it leads, then `runtime-b` started until it is a ready standby."""
+    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(a.start())
+    wait_for(a.leading, 20, "a leads")
+    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(b.start())
+    b.wait_ready()
+    return a, b
+
+
+def fatal_log(proc: RuntimeProcess) -> dict[str, Any]:
+    fatal = [e for e in proc.logs() if e.get("msg", "").startswith("lifecycle ended")]
+    assert len(fatal) == 1, proc.logs()
+    return fatal[0]
+
+
+def failed_start(
+    release: Release, bucket: Path, tmp_path: Path, name: str, procs: list[RuntimeProcess]
+) -> dict[str, Any]:
+    """Run a runtime of `release` that must exit 1 while starting; its one fatal log entry."""
+    proc = RuntimeProcess(
+        tmp_path,
+        name,
+        runtime_config(release, bucket),
+        release.write_kubeconfig(tmp_path / f"{name}.kubeconfig"),
+    )
+    procs.append(proc.start())
+    assert proc.wait_exit(30) == 1
+    return fatal_log(proc)
+
+
+def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
+    chart_install: Callable[..., Release],
+    control_plane: ControlPlane,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+) -> None:
+    """The chart's Role without `create`: migrating a two-shard legacy value fails, and the
+    runtime's log names both shards with the 403, not a count of sub-exceptions."""
+    namespace = control_plane.create_namespace("refused")
+    create_legacy(
+        control_plane,
+        namespace,
+        {f"{SHARD}/cursor": "old-01.json", "tn1/flowlogs/cursor": "2026-03-01T00:00:00.1Z"},
+    )
+    release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
+    release.revoke("configmaps", "create")
+
+    fatal = failed_start(release, bucket, tmp_path, "runtime-a", procs)
+    assert fatal["error"] == "ExceptionGroup"
+    assert "sub-exception" not in fatal["msg"]
+    causes = sorted(fatal["causes"], key=lambda cause: cause["shard"])
+    assert [(c["error"], c["shard"], c["status"]) for c in causes] == [
+        ("ApiRefusedError", "tn1/flowlogs", 403),
+        ("ApiRefusedError", SHARD, 403),
+    ]
+    for cause in causes:
+        assert 'cannot create resource "configmaps"' in cause["message"]
+        assert cause["message"] in fatal["msg"]
+    assert shard_config_maps(release) == []
+
+
+def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empty(
+    chart_install: Callable[..., Release],
+    control_plane: ControlPlane,
+    bucket: Path,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+) -> None:
+    """A reinstall under another release name (another Lease name) pointed at the same legacy
+    ConfigMap: the first release migrated it, so the second exits 1 with a named error instead
+    of running without any of the legacy rows."""
+    namespace = control_plane.create_namespace("reinstall")
+    create_legacy(control_plane, namespace, {f"{SHARD}/cursor": "old-01.json"})
+    values = {"checkpoint": {"legacyConfigMap": "old-checkpoints"}}
+    first = chart_install(values, namespace)
+    proc = RuntimeProcess(
+        tmp_path, "runtime-a", runtime_config(first, bucket), first.write_kubeconfig(tmp_path / "a")
+    )
+    procs.append(proc.start())
+    wait_for(proc.leading, 30, "the first release leads (after migrating)")
+    assert proc.terminate() == 0
+    before = {cm.metadata.name for cm in shard_config_maps(first)}
+
+    second = chart_install(values, namespace, release="again")
+    assert second.lease_name != first.lease_name
+
+    fatal = failed_start(second, bucket, tmp_path, "runtime-b", procs)
+    assert fatal["error"] == "LegacyMigratedElsewhereError"
+    assert repr(first.lease_name) in fatal["msg"]
+    assert "--start-empty" in fatal["msg"]
+    assert shard_config_maps(second) == []  # nothing written
+    assert {cm.metadata.name for cm in shard_config_maps(first)} == before

@@ -8,15 +8,20 @@ anything again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-from runtime_harness import RuntimeProcess, object_id, seen_ids, wait_for, write_objects
-from test_runtime_e2e import runtime_config, sa_kubeconfig, stored_rows
-
+from checkpoint_runtime.format.values import object_id
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import (
+    RuntimeProcess,
+    runtime_config,
+    seen_ids,
+    stored_rows,
+    write_objects,
+)
 
 SHARD = "tn1/objectstore/feed-a"  # the collector runtime_config() configures
 VALUES = {
@@ -27,14 +32,6 @@ VALUES = {
         ]
     },
 }
-
-
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
 
 
 def test_the_runtime_checkpoints_and_restarts_under_the_name_pinned_role(
@@ -50,7 +47,7 @@ def test_the_runtime_checkpoints_and_restarts_under_the_name_pinned_role(
     assert config["store"]["discovery"] == "names"
     first_batch = [f"a-{i:02d}.json" for i in range(6)]
     write_objects(bucket, first_batch)
-    kubeconfig = sa_kubeconfig(release, tmp_path / "kubeconfig")
+    kubeconfig = release.write_kubeconfig(tmp_path / "kubeconfig")
 
     first = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
     procs.append(first.start())

@@ -11,18 +11,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from runtime_harness import RuntimeProcess, seen_ids, wait_for, write_kubeconfig
-
-from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import OBJECTSTORE_CHUNK_OBJECTS
-from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.s3server import S3Server
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import (
+    FAST_ELECTION,
+    RuntimeProcess,
+    seen_ids,
+    stored_rows,
+)
 
 FEED = 'collector="objectstore/f1"'
-FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
 
 
 def config(tmp_path: Path, server: S3Server, bucket: str) -> dict[str, Any]:
@@ -40,20 +40,6 @@ def config(tmp_path: Path, server: S3Server, bucket: str) -> dict[str, Any]:
     }
 
 
-def stored_rows(where: Path | Release) -> dict[str, str]:
-    """The rows of the file store in `where`/cp, or of a release's ConfigMap shards."""
-    if isinstance(where, Path):
-        store = Store.open(FileBackend(where / "cp", "checkpoint-runtime"), writer="reader")
-        return dict(store.items(""))
-    backend = KubernetesBackend(
-        where.plane.configuration(), where.coordination_namespace, where.lease_name
-    )
-    try:
-        return dict(Store.open(backend, writer="test-reader", migrate=False).items(""))
-    finally:
-        backend.close()
-
-
 def upload(server: S3Server, bucket: str, count: int) -> list[str]:
     names = [f"{index // 250:02d}/obj-{index:05d}.json" for index in range(count)]
     server.put_many(
@@ -61,14 +47,6 @@ def upload(server: S3Server, bucket: str, count: int) -> list[str]:
         [(f"feed/{name}", (json.dumps({"object": name}) + "\n").encode()) for name in names],
     )
     return names
-
-
-@pytest.fixture
-def procs() -> Any:
-    started: list[RuntimeProcess] = []
-    yield started
-    for proc in started:
-        proc.stop_quietly()
 
 
 def test_a_runtime_killed_mid_scan_repeats_at_most_one_chunk_and_loses_nothing(
@@ -93,7 +71,7 @@ def test_a_runtime_killed_mid_scan_repeats_at_most_one_chunk_and_loses_nothing(
     assert max(emitted.values()) <= 2
     assert len(repeated) <= OBJECTSTORE_CHUNK_OBJECTS  # the documented at-least-once window
     assert set(repeated) <= set(first.objects())  # only what the killed process emitted
-    rows = stored_rows(tmp_path)
+    rows = stored_rows(tmp_path / "cp")
     assert sum(1 for key in rows if key.startswith("objectstore/f1/seen/")) == len(names)
     last = second.logs()
     assert not [e for e in last if e.get("level") == "ERROR"], last[-5:]
@@ -124,7 +102,7 @@ def test_failing_polls_are_counted_named_and_retried_with_backoff_while_leading(
     assert "access denied" in warnings[0]["msg"]
     assert proc.records() == []
     assert proc.terminate() == 0
-    assert not any(key.startswith("objectstore/f1/seen/") for key in stored_rows(tmp_path))
+    assert not any(key.startswith("objectstore/f1/seen/") for key in stored_rows(tmp_path / "cp"))
 
     # The right Secret (a restarted pod): everything is collected, success is timestamped.
     before = time.time()
@@ -164,9 +142,7 @@ def test_end_to_end_chart_config_real_api_server_and_real_s3_through_an_outage(
     assert config["collectors"] == [feed]
     config["store"]["debounceSeconds"] = 0.2
     config["leaderElection"].update(FAST_ELECTION)
-    kubeconfig = write_kubeconfig(
-        tmp_path / "sa.kubeconfig", release.plane.host, release.plane.ca_file, release.token
-    )
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
     names = upload(s3_server, s3_bucket, 300)
     proc = RuntimeProcess(tmp_path, "runtime-s3", config, kubeconfig, env=s3_server.env())
     procs.append(proc.start())

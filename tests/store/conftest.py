@@ -21,8 +21,7 @@ def admin_core(control_plane: Any) -> Iterator[client.CoreV1Api]:
 def kube(chart_install: Any, admin_core: client.CoreV1Api) -> Iterator[KubeHarness]:
     harness = KubeHarness(chart_install(), admin_core)
     yield harness
-    for backend in harness.backends:
-        backend.close()
+    harness.close()
 
 
 @pytest.fixture(params=["file", pytest.param("kubernetes", marks=pytest.mark.apiserver)])

@@ -6,8 +6,7 @@ The kubernetes harness talks to the real API server as the chart's ServiceAccoun
 
 from __future__ import annotations
 
-import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,22 +14,14 @@ from kubernetes import client
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.constants import LEGACY_DATA_KEY, SHARD_DATA_KEY
+from checkpoint_runtime.constants import LEGACY_DATA_KEY
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.kubetarget import KubeTarget, RawObject
 
 LEASE = "cr-checkpoint-runtime"
 LEGACY = "old-checkpoints"
-
-
-@dataclass
-class RawObject:
-    """A stored object as the backend holds it, bypassing every store check."""
-
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    blob: bytes
 
 
 class Harness(Protocol):
@@ -105,78 +96,44 @@ class FileHarness:
         return sorted(p.name[: -len(".shard")] for p in self.folder.glob("*.shard"))
 
 
-@dataclass
 class KubeHarness:
-    release: Any
-    admin: client.CoreV1Api
-    kind: str = "kubernetes"
-    backends: list[KubernetesBackend] = field(default_factory=list)
+    """The store harness on the real API server: a `KubeTarget` on a chart release's store."""
+
+    kind = "kubernetes"
+
+    def __init__(self, release: Release, admin: client.CoreV1Api) -> None:
+        self.release = release
+        self.target = KubeTarget.of_release(release, admin)
 
     @property
     def lease_name(self) -> str:
-        return str(self.release.lease_name)
+        return self.target.lease_name
 
     @property
     def namespace(self) -> str:
-        return str(self.release.coordination_namespace)
+        return self.target.namespace
+
+    @property
+    def admin(self) -> client.CoreV1Api:
+        return self.target.admin
 
     def backend(self, legacy_name: str | None = None, host: str | None = None) -> Backend:
-        backend = KubernetesBackend(
-            self.release.configuration(host=host), self.namespace, self.lease_name, legacy_name
-        )
-        self.backends.append(backend)
-        return backend
+        return self.target.backend(host=host, legacy_name=legacy_name)
 
     def raw(self, name: str) -> RawObject | None:
-        try:
-            item = self.admin.read_namespaced_config_map(name, self.namespace)
-        except client.ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        blob = base64.b64decode((item.binary_data or {}).get(SHARD_DATA_KEY, ""))
-        return RawObject(
-            dict(item.metadata.labels or {}), dict(item.metadata.annotations or {}), blob
-        )
+        return self.target.raw(name)
 
     def put_raw(self, name: str, obj: RawObject) -> None:
-        body = client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(name=name, labels=obj.labels, annotations=obj.annotations),
-            binary_data={SHARD_DATA_KEY: base64.b64encode(obj.blob).decode()},
-        )
-        try:
-            current = self.admin.read_namespaced_config_map(name, self.namespace)
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
-            self.admin.create_namespaced_config_map(self.namespace, body)
-            return
-        body.metadata.resource_version = current.metadata.resource_version
-        self.admin.replace_namespaced_config_map(name, self.namespace, body)
+        self.target.put_raw(name, obj)
 
     def write_legacy(self, name: str, value: str) -> None:
-        """What the old release does: one ConfigMap, one data entry; keeps other metadata."""
-        try:
-            current = self.admin.read_namespaced_config_map(name, self.namespace)
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
-            body = client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name=name), data={LEGACY_DATA_KEY: value}
-            )
-            self.admin.create_namespaced_config_map(self.namespace, body)
-            return
-        current.data = {LEGACY_DATA_KEY: value}
-        self.admin.replace_namespaced_config_map(name, self.namespace, current)
+        self.target.write_legacy(name, value)
 
     def legacy(self, name: str) -> tuple[str, dict[str, str]]:
-        item = self.admin.read_namespaced_config_map(name, self.namespace)
-        return item.data[LEGACY_DATA_KEY], dict(item.metadata.annotations or {})
+        return self.target.legacy(name)
 
     def object_names(self) -> list[str]:
-        items = self.admin.list_namespaced_config_map(self.namespace).items
-        return sorted(
-            i.metadata.name
-            for i in items
-            if (i.metadata.labels or {}).get("checkpoint-runtime.io/component")
-        )
+        return self.target.object_names()
+
+    def close(self) -> None:
+        self.target.close()

@@ -4,10 +4,8 @@ by resourceVersion with client retries off, and uncertain outcomes are resolved 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,71 +17,10 @@ from checkpoint_runtime.errors import ApiRefusedError, WriteUncertainError
 from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy
+from checkpoint_testenv.support.rbac import RecordedStores, Request, role_allows
 
 FEED = "tn/objectstore/feed-a"
 FLOWLOGS = "tn/flowlogs"
-_PATH = re.compile(
-    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/[^/]+)/namespaces/(?P<ns>[^/]+)/"
-    r"(?P<resource>[^/?]+)(?:/(?P<name>[^/?]+))?"
-)
-
-
-@dataclass(frozen=True)
-class Request:
-    verb: str
-    api_group: str
-    resource: str
-    namespace: str
-    name: str | None
-
-
-def authorization_request(method: str, url: str) -> Request:
-    """The RBAC verb and resource the API server authorises `method url` as."""
-    path = "/" + url.split("://", 1)[-1].split("/", 1)[1]
-    match = _PATH.match(path)
-    assert match, f"unexpected request path {path}"
-    name = match["name"]
-    verb = {
-        ("GET", False): "list",
-        ("GET", True): "get",
-        ("POST", False): "create",
-        ("PUT", True): "update",
-        ("PATCH", True): "patch",
-        ("DELETE", True): "delete",
-        ("DELETE", False): "deletecollection",
-    }[(method, name is not None)]
-    if "watch=true" in path:
-        verb = "watch"
-    return Request(verb, match["group"] or "", match["resource"], match["ns"], name)
-
-
-def record_requests(backend: KubernetesBackend) -> list[Request]:
-    """Every request the backend sends, as RBAC sees it."""
-    seen: list[Request] = []
-    rest = backend.api_client.rest_client
-    original = rest.request
-
-    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        seen.append(authorization_request(method, url))
-        return original(method, url, *args, **kwargs)
-
-    rest.request = request
-    return seen
-
-
-def role_allows(roles: list[Any], request: Request) -> bool:
-    for role in roles:
-        if role.metadata.namespace != request.namespace:
-            continue
-        for rule in role.rules or []:
-            if (
-                request.api_group in (rule.api_groups or [])
-                and request.resource in (rule.resources or [])
-                and request.verb in (rule.verbs or [])
-                and (not rule.resource_names or request.name in rule.resource_names)
-            ):
-                return True
-    return False
 
 
 @pytest.fixture
@@ -98,25 +35,19 @@ def test_store_needs_no_verb_outside_the_chart_role(
     kube: KubeHarness, chart_roles: list[Any]
 ) -> None:
     kube.write_legacy(LEGACY, encode_legacy({f"{FEED}/cursor": "from legacy"}))
-    logs: list[list[Request]] = []
+    stores = RecordedStores(lambda: kube.backend(LEGACY))
 
-    def store(writer: str, epoch: int) -> Store:
-        backend = kube.backend(LEGACY)
-        assert isinstance(backend, KubernetesBackend)
-        logs.append(record_requests(backend))
-        return Store.open(backend, writer=writer, epoch=epoch)
-
-    first = store("a", 1)  # list, get legacy, create shard, update legacy
+    first = stores.open("a", 1)  # list, get legacy, create shard, update legacy
     first.batch({f"{FEED}/seen/aWQ": "t", f"{FLOWLOGS}/cursor": "c"})  # update + create
-    second = store("b", 2)
+    second = stores.open("b", 2)
     second.take_ownership()  # update
     first.set(f"{FEED}/cursor", "stale")
     with pytest.raises(ExceptionGroup):
         first.flush()  # a conflict, still within the Role
 
-    recorded = [request for log in logs for request in log]
+    recorded = stores.requests
     assert recorded
-    outside = sorted({r for r in recorded if not role_allows(chart_roles, r)}, key=str)
+    outside = stores.outside(chart_roles)
     assert outside == [], f"the store needs more than the chart's Role grants: {outside}"
     verbs = {(r.resource, r.verb) for r in recorded}
     assert verbs == {("configmaps", v) for v in ("list", "get", "create", "update")}

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 from store_harness import LEGACY, KubeHarness, raw_shard
-from test_kubernetes_backend import record_requests, role_allows
 
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime import cli
@@ -38,6 +37,7 @@ from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import helm
+from checkpoint_testenv.support.rbac import RecordedStores
 
 pytestmark = pytest.mark.apiserver
 
@@ -60,8 +60,7 @@ VALUES = {
 def kube(chart_install: Any, admin_core: client.CoreV1Api) -> Iterator[KubeHarness]:
     harness = KubeHarness(chart_install(VALUES), admin_core)
     yield harness
-    for backend in harness.backends:
-        backend.close()
+    harness.close()
 
 
 @pytest.fixture
@@ -100,19 +99,14 @@ def test_every_store_operation_works_with_the_pinned_role(
     kube: KubeHarness, shards: list[str], role: Any
 ) -> None:
     kube.write_legacy(LEGACY, encode_legacy({f"{FEED}/cursor": "from legacy"}))
-    logs: list[list[Any]] = []
+    stores = RecordedStores(lambda: kube.backend(LEGACY), {"shards": shards})
 
-    def store(writer: str, epoch: int) -> Store:
-        backend = kube.backend(LEGACY)
-        assert isinstance(backend, KubernetesBackend)
-        logs.append(record_requests(backend))
-        return Store.open(backend, writer=writer, epoch=epoch, shards=shards)
-
-    first = store("a", 1)  # get each shard (404), get legacy, create, update the legacy marker
+    # get each shard (404), get legacy, create, update the legacy marker
+    first = stores.open("a", 1)
     assert first.get(f"{FEED}/cursor") == "from legacy"
     assert ANNOTATION_MIGRATED in kube.legacy(LEGACY)[1]
     first.batch({f"{FEED}/seen/aWQ": "t", f"{FLOWLOGS}/cursor": "c"})  # update + create
-    second = store("b", 2)
+    second = stores.open("b", 2)
     assert second.get(f"{FLOWLOGS}/cursor") == "c"
     second.take_ownership()  # update
     first.set(f"{FEED}/cursor", "stale")
@@ -131,8 +125,8 @@ def test_every_store_operation_works_with_the_pinned_role(
     assert error.size > CONFIGMAP_VALUE_LIMIT
     assert raw_shard(kube, FEED) == before  # the stored shard is as it was
 
-    recorded = [request for log in logs for request in log]
-    outside = sorted({r for r in recorded if not role_allows([role], r)}, key=str)
+    recorded = stores.requests
+    outside = stores.outside([role])
     assert outside == [], f"the store needs more than the pinned Role grants: {outside}"
     assert {(r.resource, r.verb) for r in recorded} == {
         ("configmaps", verb) for verb in ("get", "create", "update")

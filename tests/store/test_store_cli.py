@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from kubernetes import client
 from prometheus_client import generate_latest
 from store_harness import LEGACY, Harness, KubeHarness, open_store, raw_shard
 
 from checkpoint_runtime import cli
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.constants import (
+    ANNOTATION_MIGRATED,
+    ANNOTATION_MIGRATED_BY,
+    CONFIGMAP_VALUE_LIMIT,
+)
 from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
 
 ROWS = {
@@ -30,25 +31,7 @@ def store_arguments(harness: Harness, tmp_path: Path) -> list[str]:
     if harness.kind == "file":
         return ["--path", str(harness.folder), "--lease-name", harness.lease_name]  # type: ignore[attr-defined]
     kube: KubeHarness = harness  # type: ignore[assignment]
-    configuration = kube.release.configuration()
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "c",
-                "cluster": {
-                    "server": configuration.host,
-                    "certificate-authority": configuration.ssl_ca_cert,
-                },
-            }
-        ],
-        "users": [{"name": "sa", "user": {"token": kube.release.token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
-        "current-context": "sa",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig))
+    path = kube.release.write_kubeconfig(tmp_path / "kubeconfig")
     return [
         "--namespace",
         kube.namespace,
@@ -118,36 +101,11 @@ def test_migrate_command_reports_and_resolves_a_changed_legacy(
     code, out = run(capsys, "migrate", *where, "--from-legacy", "--json")
     assert code == 0
     assert json.loads(out)["state"] == "migrated"
-    assert harness.legacy(LEGACY) == (changed, {ANNOTATION_MIGRATED: legacy_digest(changed)})
-    assert open_store(harness, legacy_name=LEGACY).get("tn/flowlogs/cursor") == "legacy wins"
-
-
-def revoke_configmap_create(kube: KubeHarness) -> None:
-    """Drop `create` on ConfigMaps from the chart's Role (an operator's mistake) and wait until
-    the authorizer applies it to the chart's ServiceAccount."""
-    rbac = client.RbacAuthorizationV1Api(kube.admin.api_client)
-    release = kube.release
-    (role_doc,) = [d for d in release.manifest if d.get("kind") == "Role"]
-    role = rbac.read_namespaced_role(role_doc["metadata"]["name"], kube.namespace)
-    for rule in role.rules:
-        if "configmaps" in (rule.resources or []):
-            rule.verbs = [verb for verb in rule.verbs if verb != "create"] or ["get"]
-    rbac.replace_namespaced_role(role.metadata.name, kube.namespace, role)
-    authorization = client.AuthorizationV1Api(kube.admin.api_client)
-    user = f"system:serviceaccount:{release.namespace}:{release.service_account}"
-    review = client.V1SubjectAccessReview(
-        spec=client.V1SubjectAccessReviewSpec(
-            user=user,
-            resource_attributes=client.V1ResourceAttributes(
-                namespace=kube.namespace, verb="create", resource="configmaps"
-            ),
-        )
+    assert harness.legacy(LEGACY) == (
+        changed,
+        {ANNOTATION_MIGRATED: legacy_digest(changed), ANNOTATION_MIGRATED_BY: harness.lease_name},
     )
-    for _ in range(100):
-        if not authorization.create_subject_access_review(review).status.allowed:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the Role change never reached the authorizer")
+    assert open_store(harness, legacy_name=LEGACY).get("tn/flowlogs/cursor") == "legacy wins"
 
 
 def test_a_failed_persist_prints_every_shard_its_cause_and_the_http_status(
@@ -156,7 +114,7 @@ def test_a_failed_persist_prints_every_shard_its_cause_and_the_http_status(
     """`migrate --from-legacy` under a Role without `create`: every shard's refusal is printed
     (shard, error, 403), not a count of sub-exceptions."""
     kube.write_legacy(LEGACY, encode_legacy(ROWS))
-    revoke_configmap_create(kube)
+    kube.release.revoke("configmaps", "create")
     where = [*store_arguments(kube, tmp_path), "--legacy-name", LEGACY]
 
     code = cli.main(["migrate", *where, "--from-legacy"])
@@ -176,3 +134,27 @@ def test_a_failed_persist_prints_every_shard_its_cause_and_the_http_status(
         assert 'cannot create resource "configmaps"' in line
     assert kube.object_names() == []
     assert ANNOTATION_MIGRATED not in kube.legacy(LEGACY)[1]
+
+
+def test_migrate_start_empty_lets_a_second_store_open_beside_a_migrated_legacy(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reinstall under another release name (another Lease name) over a legacy value the first
+    store migrated: `migrate` says so, and `--start-empty` is the explicit way to open empty."""
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)
+    where = store_arguments(harness, tmp_path)
+    where[where.index("--lease-name") + 1] = "reinstalled"
+    where += ["--legacy-name", LEGACY]
+
+    code, out = run(capsys, "migrate", *where, "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert (document["state"], document["migrated_by"]) == (
+        "migrated-by-another-store",
+        [harness.lease_name],
+    )
+    code, out = run(capsys, "migrate", *where, "--start-empty", "--json")
+    assert code == 0
+    assert json.loads(out)["state"] == "migrated"
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == f"{harness.lease_name},reinstalled"

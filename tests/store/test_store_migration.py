@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from store_harness import LEGACY, FileHarness, Harness, RawObject, open_store
+from store_harness import LEGACY, FileHarness, Harness, KubeHarness, RawObject, open_store
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
-from checkpoint_runtime.constants import ANNOTATION_LEGACY_DIGEST, ANNOTATION_MIGRATED
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.constants import (
+    ANNOTATION_LEGACY_DIGEST,
+    ANNOTATION_MIGRATED,
+    ANNOTATION_MIGRATED_BY,
+)
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     CheckpointError,
+    ConfigError,
     ConflictError,
     KeyGrammarError,
     LegacyConflictError,
     LegacyFormatError,
+    LegacyMigratedElsewhereError,
 )
-from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
+from checkpoint_runtime.format.legacy import byte_digest, encode_legacy, legacy_digest
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
@@ -101,7 +109,10 @@ def test_interrupted_migration_resumes_on_the_next_open(
     assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]  # never mistaken for complete
     store = open_store(harness, legacy_name=LEGACY)
     assert dict(store.items()) == ROWS
-    assert harness.legacy(LEGACY) == (value, {ANNOTATION_MIGRATED: legacy_digest(value)})
+    assert harness.legacy(LEGACY) == (
+        value,
+        {ANNOTATION_MIGRATED: legacy_digest(value), ANNOTATION_MIGRATED_BY: harness.lease_name},
+    )
 
 
 @pytest.mark.parametrize("old_release_keeps_annotations", [True, False])
@@ -129,16 +140,54 @@ def test_legacy_changed_after_migration_is_refused_and_nothing_is_written(
 
 def drop_legacy_annotations(harness: Harness) -> None:
     """An old release that rewrites its ConfigMap from scratch loses our annotation."""
+    set_legacy_annotations(harness, {})
+
+
+def set_legacy_annotations(harness: Harness, annotations: dict[str, str]) -> None:
+    """Replace the legacy object's annotations, keeping its value."""
     if harness.kind == "file":
         from checkpoint_runtime.backends.file import write_legacy_file
 
         folder = harness.folder  # type: ignore[attr-defined]
-        write_legacy_file(folder, LEGACY, harness.legacy(LEGACY)[0], annotations={})
+        write_legacy_file(folder, LEGACY, harness.legacy(LEGACY)[0], annotations=annotations)
     else:
         admin, namespace = harness.admin, harness.namespace  # type: ignore[attr-defined]
         item = admin.read_namespaced_config_map(LEGACY, namespace)
-        item.metadata.annotations = {}
+        item.metadata.annotations = annotations
         admin.replace_namespaced_config_map(LEGACY, namespace, item)
+
+
+def test_a_legacy_value_reformatted_with_the_same_rows_is_not_an_edit(harness: Harness) -> None:
+    """An old release (or an operator's tool) rewrites the value with other key order, spacing
+    and escapes but the same rows: the content digest is unchanged, open succeeds, and nothing
+    is written."""
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)
+    reformatted = json.dumps(dict(reversed(list(ROWS.items()))), indent=2, ensure_ascii=False)
+    assert reformatted != encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, reformatted)
+    before = snapshot(harness), harness.legacy(LEGACY)
+
+    store = open_store(harness, legacy_name=LEGACY)
+
+    assert dict(store.items()) == ROWS
+    assert (snapshot(harness), harness.legacy(LEGACY)) == before
+    status = migration.status(store, store.backend.read_legacy(store.new_deadline()))  # type: ignore[arg-type]
+    assert status.state == "migrated"
+
+
+def test_a_migration_recorded_by_byte_digest_still_counts_as_done(harness: Harness) -> None:
+    """Releases before the content digest marked the legacy object with the digest of its exact
+    bytes; such a mark is recognised, not refused as a changed legacy."""
+    value = json.dumps(ROWS, indent=1)
+    harness.write_legacy(LEGACY, value)
+    open_store(harness, legacy_name=LEGACY)
+    set_legacy_annotations(harness, {ANNOTATION_MIGRATED: byte_digest(value)})
+
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+    harness.write_legacy(LEGACY, encode_legacy({**ROWS, "flowlogs/cursor": "edited"}))
+    with pytest.raises(LegacyConflictError):
+        open_store(harness, legacy_name=LEGACY)
 
 
 def test_legacy_appearing_beside_shards_not_from_it_is_refused(harness: Harness) -> None:
@@ -205,4 +254,77 @@ def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_before_any_write(
     assert isinstance(error, OversizeError)
     assert error.shard == "tailnet-1/objectstore/huge"
     assert harness.object_names() == []  # not even the shards that would fit
+    assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]
+
+
+def second_store(harness: Harness, lease: str = "reinstalled") -> Backend:
+    """A store under another Lease name (a reinstall under another release name), in the same
+    place, configured with the same legacy object."""
+    if isinstance(harness, FileHarness):
+        return FileBackend(harness.folder, lease, LEGACY)
+    kube: KubeHarness = harness  # type: ignore[assignment]
+    return kube.target.backend(lease, legacy_name=LEGACY)
+
+
+def test_a_second_store_over_a_legacy_another_store_migrated_refuses_to_start_empty(
+    harness: Harness,
+) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)  # the first store migrates and is named in the mark
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == harness.lease_name
+    before = snapshot(harness), harness.legacy(LEGACY)
+
+    with pytest.raises(LegacyMigratedElsewhereError) as raised:
+        Store.open(second_store(harness), writer="w", epoch=1)
+
+    error = raised.value
+    assert (error.store, error.migrated_by, error.rows) == (
+        "reinstalled",
+        [harness.lease_name],
+        len(ROWS),
+    )
+    assert repr(harness.lease_name) in str(error)
+    assert "--start-empty" in str(error)
+    assert (snapshot(harness), harness.legacy(LEGACY)) == before  # nothing written
+
+    # The explicit choice: start empty. The first store keeps its rows and still opens.
+    plain = Store.open(second_store(harness), writer="w", epoch=1, migrate=False)
+    migration.resolve_start_empty(plain, plain.new_deadline())
+    assert Store.open(second_store(harness), writer="w", epoch=1).items() == []
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == f"{harness.lease_name},reinstalled"
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+
+
+def test_a_second_store_can_copy_the_legacy_rows_instead(harness: Harness) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    open_store(harness, legacy_name=LEGACY)
+
+    plain = Store.open(second_store(harness), writer="w", epoch=1, migrate=False)
+    migration.resolve_from_legacy(plain, plain.new_deadline())
+
+    assert dict(Store.open(second_store(harness), writer="w", epoch=1).items()) == ROWS
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+    assert harness.legacy(LEGACY)[1][ANNOTATION_MIGRATED_BY] == f"{harness.lease_name},reinstalled"
+
+
+def test_a_mark_without_store_names_is_judged_by_the_shards_that_came_from_it(
+    harness: Harness,
+) -> None:
+    """Earlier releases marked the legacy object without naming the store: the store whose
+    shards came from that value opens; any other store is refused."""
+    value = encode_legacy(ROWS)
+    harness.write_legacy(LEGACY, value)
+    open_store(harness, legacy_name=LEGACY)
+    set_legacy_annotations(harness, {ANNOTATION_MIGRATED: legacy_digest(value)})
+
+    assert dict(open_store(harness, legacy_name=LEGACY).items()) == ROWS
+    with pytest.raises(LegacyMigratedElsewhereError, match="did not record its name"):
+        Store.open(second_store(harness), writer="w", epoch=1)
+
+
+def test_start_empty_is_refused_for_a_legacy_no_store_migrated(harness: Harness) -> None:
+    harness.write_legacy(LEGACY, encode_legacy(ROWS))
+    plain = open_store(harness, legacy_name=LEGACY, migrate=False)
+    with pytest.raises(ConfigError, match="not marked as migrated"):
+        migration.resolve_start_empty(plain, plain.new_deadline())
     assert ANNOTATION_MIGRATED not in harness.legacy(LEGACY)[1]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inner_pytest import run_inner_pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES_PARAM = re.compile(r"\[(?:[^\]]*-)?kubernetes(?:-[^\]]*)?\]$")
@@ -64,11 +65,7 @@ def test_somewhere(where):
 def run(folder: Path, server_param: str, *options: str) -> str:
     (folder / "conftest.py").write_text(CONFTEST)
     (folder / "test_fetch.py").write_text(RUN_TIME_FETCH.format(server=server_param))
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "checkpoint_testenv.pytest_plugin", "-q",
-         "-p", "no:cacheprovider", "-rA", *options, str(folder / "test_fetch.py")],
-        capture_output=True, text=True, cwd=folder, check=False,
-    )  # fmt: skip
+    result = run_inner_pytest(folder / "test_fetch.py", *options)
     return result.stdout
 
 

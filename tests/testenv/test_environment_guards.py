@@ -3,12 +3,10 @@ substitutes), and a port taken between picking and binding is retried, nothing e
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inner_pytest import fixture_without_binaries
 
 from checkpoint_testenv import binaries, controlplane
 
@@ -24,18 +22,8 @@ def test_locate_refuses_a_folder_without_the_binaries(
 
 
 def test_control_plane_fixture_errors_instead_of_skipping(tmp_path: Path) -> None:
-    test_file = tmp_path / "test_needs_server.py"
-    test_file.write_text("def test_uses_server(control_plane):\n    pass\n")
-    env = {**os.environ, binaries.BIN_ENV: str(tmp_path / "nothing-here")}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "checkpoint_testenv.pytest_plugin", "-q",
-         "-p", "no:cacheprovider", "-rA", str(test_file)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stdout
-    assert "1 error" in result.stdout
-    assert "skipped" not in result.stdout
-    assert "test control plane unavailable" in result.stdout
+    output = fixture_without_binaries(tmp_path, "control_plane", binaries.BIN_ENV)
+    assert "test control plane unavailable" in output
 
 
 def test_start_retries_on_new_ports_only_when_a_port_was_taken(

@@ -3,32 +3,20 @@ the real one: it refuses a request signed with a key it does not know."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import botocore.session
 import pytest
 from botocore.exceptions import ClientError
+from inner_pytest import fixture_without_binaries
 
 from checkpoint_testenv import s3server
 from checkpoint_testenv.s3server import S3Server
 
 
 def test_s3_server_fixture_errors_instead_of_skipping(tmp_path: Path) -> None:
-    test_file = tmp_path / "test_needs_s3.py"
-    test_file.write_text("def test_uses_s3(s3_bucket):\n    pass\n")
-    env = {**os.environ, s3server.BIN_ENV: str(tmp_path / "nothing-here")}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "checkpoint_testenv.pytest_plugin", "-q",
-         "-p", "no:cacheprovider", "-rA", str(test_file)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stdout
-    assert "1 error" in result.stdout
-    assert "skipped" not in result.stdout
-    assert "S3 test server unavailable: weed not executable" in result.stdout
+    output = fixture_without_binaries(tmp_path, "s3_bucket", s3server.BIN_ENV)
+    assert "S3 test server unavailable: weed not executable" in output
 
 
 def test_the_server_authenticates_and_lists_in_pages(s3_server: S3Server, s3_bucket: str) -> None:

@@ -147,7 +147,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
         ("checkpoint_runtime.format.codec", "checkpoint_runtime.store.core", False),
         ("checkpoint_runtime.backends.file", "checkpoint_runtime.collectors.sink", False),
         ("checkpoint_runtime.store.core", "checkpoint_gate.engine", False),
-        ("checkpoint_runtime.runtime.process", "checkpoint_testenv.helm", False),
+        ("checkpoint_runtime.runtime.main", "checkpoint_testenv.helm", False),
         ("checkpoint_runtime.store.core", "checkpoint_runtime.backends.base", True),
     ],
 )

@@ -10,7 +10,13 @@ import pytest
 
 from checkpoint_runtime.constants import MAX_DNS_SUBDOMAIN
 from checkpoint_runtime.errors import LegacyFormatError
-from checkpoint_runtime.format.legacy import decode_legacy, encode_legacy, legacy_digest
+from checkpoint_runtime.format.legacy import (
+    LegacyState,
+    byte_digest,
+    decode_legacy,
+    encode_legacy,
+    legacy_digest,
+)
 from checkpoint_runtime.format.naming import is_dns_subdomain, shard_labels, shard_name, store_label
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, FeedWorkload
 
@@ -46,7 +52,34 @@ def test_legacy_writer_and_reader_round_trip_and_match_the_schema() -> None:
     assert decode_legacy("cm", value) == rows
     jsonschema.validate(json.loads(value), LEGACY_SCHEMA)
     assert legacy_digest(value).startswith("sha256:")
-    assert legacy_digest(value) != legacy_digest(value + " ")
+    assert legacy_digest(value) != legacy_digest(encode_legacy({**rows, "flowlogs/cursor": "2027"}))
+
+
+def test_the_legacy_digest_is_over_content_not_formatting() -> None:
+    rows = {"flowlogs/cursor": "é 2026", "objectstore/f/seen/x": "y"}
+    value = encode_legacy(rows)  # compact, sorted, ASCII escapes
+    reformatted = [
+        value + "\n",
+        json.dumps(dict(reversed(list(rows.items()))), indent=2),
+        json.dumps(rows, ensure_ascii=False),
+    ]
+    for other in reformatted:
+        assert other != value
+        assert legacy_digest(other) == legacy_digest(value)
+    for changed in ({**rows, "flowlogs/cursor": "é 2027"}, {"flowlogs/cursor": "é 2026"}):
+        assert legacy_digest(encode_legacy(changed)) != legacy_digest(value)
+    # Not JSON: digested as its bytes, still a digest (the reader names the error).
+    assert legacy_digest("{not json") == byte_digest("{not json")
+
+
+def test_a_legacy_value_matches_the_byte_digest_older_releases_recorded() -> None:
+    value = json.dumps({"flowlogs/cursor": "2026"}, indent=1)
+    state = LegacyState("cm", value)
+    assert byte_digest(value) != legacy_digest(value)
+    assert state.matches(legacy_digest(value))
+    assert state.matches(byte_digest(value))
+    assert not state.matches(byte_digest(value + " "))
+    assert not state.matches(None)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from checkpoint_runtime import cli
-from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.constants import (
+    CONFIGMAP_VALUE_LIMIT,
+    PROJECTION_ADVICE_HEADROOM,
+    PROJECTION_GAP_ROWS,
+    PROJECTION_SHAPE,
+)
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import projection
 from checkpoint_runtime.runtime.settings import parse
 
@@ -59,6 +66,36 @@ def test_projection_of_a_bound_just_under_the_estimate_fits() -> None:
     assert near.fits
     over = projection.project(parse(config(int(first.max_rows * 1.2))))[0]
     assert not over.fits
+
+
+def test_the_advice_is_one_number_with_the_stated_headroom(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`project` at the default bound, `project` of a refused bound and the refusal itself
+    advise the same maximum, and a shard of that many rows leaves at least 5 % free."""
+    at_default = projection.project(parse(config(5000)))[0]
+    refused = projection.project(parse(config(200_000)))[0]
+    advice = at_default.max_rows
+    assert advice is not None
+    assert refused.max_rows == advice
+    with pytest.raises(ConfigError) as raised:
+        projection.check(parse(config(200_000)))
+    assert f"lower it to at most {advice} (leaves 5% of the limit free)" in str(raised.value)
+    document = tmp_path / "config.json"
+    for bound in (5000, 200_000):
+        document.write_text(json.dumps(config(bound)))
+        cli.main(["project", "--config", str(document), "--json"])
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["shards"][0]["max_rows"] == advice
+        assert shown["max_rows_headroom_ratio"] == PROJECTION_ADVICE_HEADROOM == 0.05
+
+    # Encoded for real at the advised count, with the projection's own sample shape.
+    shard = at_default.shard
+    rows = FeedWorkload(shard, advice, PROJECTION_SHAPE, gap_rows=PROJECTION_GAP_ROWS).rows
+    size = codec.encode_shard(shard, rows).compressed_bytes
+    assert size <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
+    assert size >= CONFIGMAP_VALUE_LIMIT * (1 - 2 * PROJECTION_ADVICE_HEADROOM)  # not far below
+    assert projection.project(parse(config(advice)))[0].fits
 
 
 def test_project_command_prints_a_table_and_exits_non_zero_on_misfit(

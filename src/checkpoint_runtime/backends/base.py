@@ -62,6 +62,9 @@ class Backend(Protocol):
 
     def describe(self) -> str: ...
 
+    def close(self) -> None:
+        """Release connections; the backend is not used afterwards."""
+
     def list_shards(self, deadline: Deadline) -> list[StoredShard]: ...
 
     def read_shard(self, shard: str, deadline: Deadline) -> StoredShard | None: ...

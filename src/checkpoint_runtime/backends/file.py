@@ -23,7 +23,6 @@ from typing import Any
 
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
-    ANNOTATION_MIGRATED,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LEGACY_DATA_KEY,
@@ -36,7 +35,7 @@ from checkpoint_runtime.errors import (
     NoStoreError,
     StorePathError,
 )
-from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
@@ -80,6 +79,9 @@ class FileBackend:
 
     def describe(self) -> str:
         return f"file store {self.folder} (store {self.lease_name})"
+
+    def close(self) -> None:
+        """Nothing to release: every operation opens and closes its own files."""
 
     @contextlib.contextmanager
     def _locked(self, deadline: Deadline) -> Iterator[None]:
@@ -228,10 +230,9 @@ class FileBackend:
             document = _load_object(path)
             if str(document.get("version", "")) != legacy.version:
                 raise ConflictError(legacy.name, "legacy checkpoint changed since it was read")
-            document["annotations"] = {
-                **(document.get("annotations") or {}),
-                ANNOTATION_MIGRATED: digest,
-            }
+            document["annotations"] = marked(
+                document.get("annotations") or {}, digest, self.lease_name
+            )
             document["version"] = str(int(legacy.version or "0") + 1)
             _atomic_write(path, json.dumps(document, sort_keys=True).encode())
 

@@ -20,6 +20,7 @@ import copy
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import urllib3
@@ -29,7 +30,6 @@ from kubernetes.client.exceptions import ApiException
 from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
-    ANNOTATION_MIGRATED,
     ANNOTATION_ROWS,
     ANNOTATION_WRITE_ID,
     COMPONENT_SHARD,
@@ -48,7 +48,7 @@ from checkpoint_runtime.errors import (
     OversizeError,
     WriteUncertainError,
 )
-from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
 
 from .base import ShardWrite, StoredShard, WriteResult, check_owned
@@ -59,20 +59,25 @@ LIST_PAGE = 10  # shards approach 1 MiB each: keep one page (and its decode) sma
 _TOO_LONG_MARKERS = ("Too long", "FieldValueTooLong", "must have at most")
 
 
-def _status_reason(error: ApiException) -> str:
-    try:
-        body = json.loads(error.body or "{}")
-    except ValueError:
-        return ""
-    return str(body.get("reason") or "") if isinstance(body, dict) else ""
+@dataclass(frozen=True)
+class ApiStatus:
+    """The Status body of an API error answer, parsed once: HTTP code, reason, message."""
 
+    code: int
+    reason: str
+    message: str
 
-def _status_message(error: ApiException) -> str:
-    try:
-        body = json.loads(error.body or "{}")
-    except ValueError:
-        return str(error.body or "")[:200]
-    return str(body.get("message") or "") if isinstance(body, dict) else ""
+    @classmethod
+    def of(cls, error: ApiException) -> ApiStatus:
+        try:
+            body = json.loads(error.body or "{}")
+        except ValueError:
+            body = {"message": str(error.body or "")[:200]}
+        if not isinstance(body, dict):
+            body = {}
+        return cls(
+            int(error.status or 0), str(body.get("reason") or ""), str(body.get("message") or "")
+        )
 
 
 def _is_uncertain(error: BaseException) -> bool:
@@ -152,8 +157,8 @@ class KubernetesBackend:
             raise self._refused(f"reading ConfigMap {name}", error) from None
 
     def _refused(self, what: str, error: ApiException, shard: str | None = None) -> ApiRefusedError:
-        status = int(error.status or 0)
-        return ApiRefusedError(what, status, _status_reason(error), _status_message(error), shard)
+        status = ApiStatus.of(error)
+        return ApiRefusedError(what, status.code, status.reason, status.message, shard)
 
     def _stored(self, item: Any, expected_shard: str | None = None) -> StoredShard:
         meta = item.metadata
@@ -251,25 +256,28 @@ class KubernetesBackend:
         return str(result.metadata.resource_version)  # type: ignore[union-attr]
 
     def _definitive(self, write: ShardWrite, error: ApiException) -> Exception:
-        reason = _status_reason(error)
-        if error.status == 409:
-            detail = "already exists" if reason == "AlreadyExists" else "resourceVersion changed"
-            return ConflictError(write.shard, f"{detail} ({_status_message(error)})")
-        too_long = any(marker in _status_message(error) for marker in _TOO_LONG_MARKERS)
-        if error.status == 413 or (error.status == 422 and too_long):
-            return self._server_oversize(write, error)
-        if error.status == 404:
+        status = ApiStatus.of(error)
+        if status.code == 409:
+            exists = status.reason == "AlreadyExists"
+            detail = "already exists" if exists else "resourceVersion changed"
+            return ConflictError(write.shard, f"{detail} ({status.message})")
+        too_long = any(marker in status.message for marker in _TOO_LONG_MARKERS)
+        if status.code == 413 or (status.code == 422 and too_long):
+            return self._server_oversize(write, error, status)
+        if status.code == 404:
             return ConflictError(write.shard, "the shard was removed")
         return self._refused(f"writing shard {write.shard!r}", error, write.shard)
 
-    def _server_oversize(self, write: ShardWrite, error: ApiException) -> OversizeError:
+    def _server_oversize(
+        self, write: ShardWrite, error: ApiException, status: ApiStatus
+    ) -> OversizeError:
         """The server's own size refusal (413, or 422 too long): its message and limit, and the
         size of what it measured (the request body, the annotations or the values)."""
-        message = _status_message(error)
-        answer = f"{error.status} {_status_reason(error) or error.reason}: {message}"
+        message = status.message
+        answer = f"{status.code} {status.reason or error.reason}: {message}"
         limits = re.findall(r"(?:more than|at most|limit is) (\d+)", message)
         limit = int(limits[-1]) if limits else CONFIGMAP_VALUE_LIMIT
-        if error.status == 413:
+        if status.code == 413:
             body = self.api_client.sanitize_for_serialization(  # type: ignore[no-untyped-call]
                 self._body(write, None)
             )
@@ -364,11 +372,12 @@ class KubernetesBackend:
             if item is None:
                 raise ConflictError(legacy.name, "legacy checkpoint disappeared")
             annotations = item.metadata.annotations or {}
-            if annotations.get(ANNOTATION_MIGRATED) == digest:
+            wanted = marked(annotations, digest, self.lease_name)
+            if wanted == annotations:  # already marked, by this store too
                 return
             if item.metadata.resource_version != legacy.version:
                 raise ConflictError(legacy.name, "legacy checkpoint changed since it was read")
-            item.metadata.annotations = {**annotations, ANNOTATION_MIGRATED: digest}
+            item.metadata.annotations = wanted
             timeout = self._timeout(deadline, "marking the legacy checkpoint")
             try:
                 self.core.replace_namespaced_config_map(

@@ -28,7 +28,7 @@ from checkpoint_runtime.constants import (
     DEFAULT_REPLAY_WINDOW_SECONDS,
     FLOWLOGS_REQUEST_TIMEOUT_SECONDS,
 )
-from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.keys import CURSOR, FLOWLOGS, REPLAY, collector_namespace
 from checkpoint_runtime.format.values import rfc3339_ns
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class FlowLogsCollector:
         self.tailnet = tailnet
         self.poll_seconds = poll_seconds
         self.replay_window = timedelta(seconds=replay_window_seconds)
-        self.namespace = collector_namespace("flowlogs", tailnet)
+        self.namespace = collector_namespace(FLOWLOGS, tailnet)
         self._now = now or (lambda: datetime.now(UTC))
         self._fetch = fetch
         self._timeout = request_timeout
@@ -90,11 +90,11 @@ class FlowLogsCollector:
         return f"{self.namespace}/{row}"
 
     def cursor(self) -> datetime | None:
-        raw = self.store.get(self._key("cursor"))
+        raw = self.store.get(self._key(CURSOR))
         return parse_rfc3339(raw) if raw else None
 
     def replay_windows(self) -> list[tuple[str, datetime, datetime]]:
-        prefix = self._key("replay") + "/"
+        prefix = self._key(REPLAY) + "/"
         windows = []
         for key, raw in self.store.items(prefix):
             try:
@@ -135,14 +135,14 @@ class FlowLogsCollector:
                 log.warning(
                     "flowlogs %s: window failed, kept for replay: %s", self.namespace, error
                 )
-                changes[self._key(f"replay/{rfc3339_ns(start)}")] = json.dumps(
+                changes[self._key(f"{REPLAY}/{rfc3339_ns(start)}")] = json.dumps(
                     {"from": rfc3339_ns(start), "to": rfc3339_ns(now)}, separators=(",", ":")
                 )
             else:
                 emitted += self._emit(records)
-            changes[self._key("cursor")] = rfc3339_ns(now)
+            changes[self._key(CURSOR)] = rfc3339_ns(now)
         self.sink.flush()
-        cursor_key = self._key("cursor")
+        cursor_key = self._key(CURSOR)
         if emitted == 0 and set(changes) <= {cursor_key} and cursor_key in changes:
             # An empty window emitted nothing: losing this cursor move to a crash only
             # re-reads an empty window, so the debounced persist carries it.
@@ -166,5 +166,5 @@ class FlowLogsCollector:
 
     def _emit(self, records: list[Any]) -> int:
         for record in records:
-            self.sink.emit({"collector": "flowlogs", "tailnet": self.tailnet, "record": record})
+            self.sink.emit({"collector": FLOWLOGS, "tailnet": self.tailnet, "record": record})
         return len(records)

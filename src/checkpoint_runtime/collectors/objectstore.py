@@ -54,7 +54,7 @@ from checkpoint_runtime.constants import (
     S3_READ_TIMEOUT_SECONDS,
 )
 from checkpoint_runtime.errors import ConfigError, MissingExtraError
-from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.keys import CURSOR, GAP, OBJECTSTORE, SCAN, SEEN, collector_namespace
 from checkpoint_runtime.format.values import object_id, object_name, rfc3339_ns
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class ObjectStoreCollector:
         self.max_seen_keys = max_seen_keys
         self.poll_seconds = poll_seconds
         self.chunk_objects = max(1, chunk_objects)
-        self.namespace = collector_namespace("objectstore", tailnet, feed)
+        self.namespace = collector_namespace(OBJECTSTORE, tailnet, feed)
         self._now = now or (lambda: datetime.now(UTC))
         self._remote = url_scheme(url) != "file"
         self._fs, self._root = open_url(url, endpoint_url)
@@ -177,7 +177,7 @@ class ObjectStoreCollector:
 
     def floor(self) -> str:
         """Object names <= this are done (the largest name evicted from the seen-set)."""
-        raw = self.store.get(self._key("scan"))
+        raw = self.store.get(self._key(SCAN))
         if not raw:
             return ""
         try:
@@ -213,7 +213,7 @@ class ObjectStoreCollector:
 
     def poll(self) -> int:
         objects = self.list_objects()
-        done = self._ids("seen") | self._ids("gap")
+        done = self._ids(SEEN) | self._ids(GAP)
         floor = self.floor()
         pending = [
             item for item in objects if item.name > floor and object_id(item.name) not in done
@@ -233,11 +233,11 @@ class ObjectStoreCollector:
         persist (set, not batch), and only when the floor or the count changed, so an idle feed
         costs no API writes."""
         try:
-            stored = json.loads(self.store.get(self._key("scan")) or "{}")
+            stored = json.loads(self.store.get(self._key(SCAN)) or "{}")
         except ValueError:
             stored = {}
         if stored.get("after") != floor or stored.get("listed") != listed:
-            self.store.set(self._key("scan"), self._scan_value(floor, listed))
+            self.store.set(self._key(SCAN), self._scan_value(floor, listed))
 
     def _fetch(self, chunk: list[ListedObject]) -> list[bytes | Exception | None]:
         """The chunk's objects fetched concurrently from a remote store (one GET per object is
@@ -264,7 +264,7 @@ class ObjectStoreCollector:
                 records = self._read(item, fetched)
             except SourceError as error:
                 log.warning("feed %s: skipping %s: %s", self.feed, item.name, error)
-                changes[self._key(f"gap/{oid}")] = json.dumps(
+                changes[self._key(f"{GAP}/{oid}")] = json.dumps(
                     {"object": item.name, "error": str(error), "at": rfc3339_ns(self._now())},
                     separators=(",", ":"),
                 )
@@ -272,7 +272,7 @@ class ObjectStoreCollector:
             for index, record in enumerate(records):
                 self.sink.emit(
                     {
-                        "collector": "objectstore",
+                        "collector": OBJECTSTORE,
                         "tailnet": self.tailnet,
                         "feed": self.feed,
                         "object": item.name,
@@ -281,11 +281,11 @@ class ObjectStoreCollector:
                     }
                 )
             emitted += len(records)
-            changes[self._key(f"seen/{oid}")] = rfc3339_ns(item.modified)
-        cursor = self.store.get(self._key("cursor")) or ""
+            changes[self._key(f"{SEEN}/{oid}")] = rfc3339_ns(item.modified)
+        cursor = self.store.get(self._key(CURSOR)) or ""
         newest = max((item.name for item in chunk), default="")
         if newest > cursor:
-            changes[self._key("cursor")] = newest
+            changes[self._key(CURSOR)] = newest
         # Emitted records are durable before the rows that say so.
         self.sink.flush()
         floor = self._evict(changes)
@@ -327,8 +327,8 @@ class ObjectStoreCollector:
 
     def _evict(self, changes: dict[str, str | None]) -> str:
         """Keep at most max_seen_keys seen rows (after `changes`); return the new floor."""
-        seen_prefix = self._key("seen") + "/"
-        ids = self._ids("seen")
+        seen_prefix = self._key(SEEN) + "/"
+        ids = self._ids(SEEN)
         for key, value in changes.items():
             if key.startswith(seen_prefix):
                 row_id = key[len(seen_prefix) :]
@@ -359,5 +359,5 @@ class ObjectStoreCollector:
         )
 
     def _record_scan(self, floor: str, listed: int, changes: dict[str, str | None]) -> None:
-        changes[self._key("scan")] = self._scan_value(floor, listed)
+        changes[self._key(SCAN)] = self._scan_value(floor, listed)
         self.store.batch(changes)

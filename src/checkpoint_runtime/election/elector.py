@@ -10,8 +10,11 @@ a record was last seen to change (client-go's observedTime, immune to clock skew
 and release on shutdown (holder "" and a 1 s lease, like ReleaseOnCancel). It needs only get,
 create and update on one Lease.
 
-Leadership alone does not fence a paused ex-leader; the epoch (the Lease's transition count of
-our acquisition) is stamped into every shard so the data itself fences.
+Leadership alone does not fence a paused ex-leader; the epoch of our acquisition is stamped into
+every shard (with the Lease's uid) so the data itself fences. The epoch is the Lease's transition
+count plus an epoch base kept in a Lease annotation: a leader can raise the base (a guarded update
+of the Lease it holds, `renew_above`) so that its epoch passes every stamp left by an earlier
+Lease object of the same name (deleted and recreated, its transitions restarted at 0).
 """
 
 from __future__ import annotations
@@ -80,6 +83,9 @@ class LeaderElector:
         self._observed_time = 0.0
         self._renewed_at: float | None = None
         self._epoch: int | None = None
+        self._lease_uid = ""
+        self._writing = threading.Lock()
+        """Serialises the Lease writes of the renew loop and `renew_above`."""
 
     # ---- what the runtime asks -------------------------------------------------------------
 
@@ -89,8 +95,48 @@ class LeaderElector:
 
     @property
     def epoch(self) -> int | None:
-        """leaseTransitions of our current term, or None when not leading."""
+        """Our current epoch (the Lease's epoch base + leaseTransitions of our acquisition), or
+        None when not leading."""
         return self._epoch if self.is_leader() else None
+
+    @property
+    def lease_uid(self) -> str:
+        """metadata.uid of the Lease object of our current term."""
+        return self._lease_uid
+
+    def renew_above(self, epoch: int, timeout: float | None = None) -> int:
+        """Renew our term now, raising the Lease's epoch base so that our epoch exceeds `epoch`
+        if it does not already; return our epoch.
+
+        The write is a guarded update (the resourceVersion of our last renewal and the uid of our
+        term's Lease object): it succeeds only if nobody wrote the Lease since, so it proves we
+        still hold this Lease object *after* everything the caller read before calling. Raises
+        LeadershipLostError otherwise (nothing was raised).
+        """
+        timeout = self.timings.renew_deadline if timeout is None else timeout
+        with self._writing:
+            started = self._clock()
+            if not self.is_leader():
+                raise LeadershipLostError("not leading: cannot renew the Lease")
+            previous = self._observed_record()
+            now = self._wall_clock()
+            base = max(previous.epoch_base, epoch + 1 - previous.lease_transitions)
+            renewal = replace(previous, renew_time=now, epoch_base=base)
+            try:
+                self.lock.update(renewal, timeout)
+            except Exception as error:
+                raise LeadershipLostError(
+                    f"renewing lease {self.lock.describe()} to raise the epoch above {epoch} "
+                    f"failed: {error}"
+                ) from error
+            self._succeeded(renewal, started)
+            log.info(
+                "renewed lease %s with epoch %s (above %s)",
+                self.lock.describe(),
+                renewal.epoch,
+                epoch,
+            )
+            return renewal.epoch
 
     @property
     def observed_leader(self) -> str:
@@ -120,6 +166,10 @@ class LeaderElector:
 
     def try_acquire_or_renew(self, timeout: float | None = None) -> bool:
         """One attempt to acquire or renew (client-go tryAcquireOrRenew); True on success."""
+        with self._writing:
+            return self._try_acquire_or_renew(timeout)
+
+    def _try_acquire_or_renew(self, timeout: float | None) -> bool:
         timeout = self.timings.renew_deadline if timeout is None else timeout
         started = self._clock()
         now = self._wall_clock()
@@ -137,6 +187,7 @@ class LeaderElector:
                 desired,
                 acquire_time=previous.acquire_time,
                 lease_transitions=previous.lease_transitions,
+                epoch_base=previous.epoch_base,
             )
             try:
                 self.lock.update(renewal, timeout)
@@ -170,9 +221,14 @@ class LeaderElector:
                 desired,
                 acquire_time=current.acquire_time,
                 lease_transitions=current.lease_transitions,
+                epoch_base=current.epoch_base,
             )
         else:
-            attempt = replace(desired, lease_transitions=current.lease_transitions + 1)
+            attempt = replace(
+                desired,
+                lease_transitions=current.lease_transitions + 1,
+                epoch_base=current.epoch_base,
+            )
         try:
             self.lock.update(attempt, timeout)
         except Exception as error:
@@ -196,6 +252,7 @@ class LeaderElector:
             acquire_time=now,
             renew_time=now,
             lease_transitions=self._observed_record().lease_transitions,
+            epoch_base=self._observed_record().epoch_base,
         )
         self._renewed_at = None
         try:
@@ -286,7 +343,8 @@ class LeaderElector:
             self._observed_time = self._clock()
         # Deadlines count from when the request left, the earliest the server could commit it.
         self._renewed_at = started
-        self._epoch = record.lease_transitions
+        self._epoch = record.epoch
+        self._lease_uid = self.lock.uid
         return True
 
 

@@ -3,6 +3,7 @@ implementation on a `coordination.k8s.io/v1` Lease (client-go's `resourcelock/le
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -10,6 +11,7 @@ from typing import Protocol
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
 from checkpoint_runtime.errors import ConfigError
 
 
@@ -22,12 +24,20 @@ class LeaseRecord:
     acquire_time: datetime | None
     renew_time: datetime | None
     lease_transitions: int
+    epoch_base: int = 0
+    """Added to lease_transitions to give the epoch (a Lease annotation; only ever raised)."""
+
+    @property
+    def epoch(self) -> int:
+        return self.epoch_base + self.lease_transitions
 
 
 class LeaseLock(Protocol):
     """Get/create/update of one Lease; any exception is a failed try for the elector."""
 
     identity: str
+    uid: str
+    """metadata.uid of the Lease object last read or written ("" before that)."""
 
     def describe(self) -> str: ...
 
@@ -68,6 +78,7 @@ class KubernetesLeaseLock:
         self.namespace = namespace
         self.name = name
         self.identity = identity
+        self.uid = ""
         self._metadata: client.V1ObjectMeta | None = None
 
     def describe(self) -> str:
@@ -81,16 +92,21 @@ class KubernetesLeaseLock:
         except ApiException as error:
             if error.status == 404:
                 self._metadata = None
+                self.uid = ""
                 return None
             raise
         self._remember(lease)
-        return _record_of(lease.spec)
+        return _record_of(lease.spec, lease.metadata.annotations if lease.metadata else None)
 
     def create(self, record: LeaseRecord, timeout: float) -> None:
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
+            metadata=client.V1ObjectMeta(
+                name=self.name,
+                namespace=self.namespace,
+                annotations=_with_base(None, record),
+            ),
             spec=_spec_of(record),
         )
         self._remember(
@@ -100,10 +116,19 @@ class KubernetesLeaseLock:
     def update(self, record: LeaseRecord, timeout: float) -> None:
         if self._metadata is None or not self._metadata.resource_version:
             raise RuntimeError(f"lease {self.describe()}: update before get or create")
+        # The resourceVersion is the guard: a recreated Lease of this name never has an old one.
+        metadata = client.V1ObjectMeta(
+            name=self._metadata.name,
+            namespace=self._metadata.namespace,
+            resource_version=self._metadata.resource_version,
+            uid=self._metadata.uid,
+            labels=self._metadata.labels,
+            annotations=_with_base(self._metadata.annotations, record),
+        )
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
-            metadata=self._metadata,
+            metadata=metadata,
             spec=_spec_of(record),
         )
         self._remember(
@@ -113,28 +138,48 @@ class KubernetesLeaseLock:
         )
 
     def _remember(self, lease: client.V1Lease) -> None:
-        """Keep what an update must carry: name, resourceVersion, labels and annotations."""
+        """Keep what an update must carry: name, uid, resourceVersion, labels, annotations."""
         meta = lease.metadata
         if meta is None or not meta.resource_version:
             raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
+        self.uid = meta.uid or ""
         self._metadata = client.V1ObjectMeta(
             name=meta.name,
             namespace=meta.namespace,
             resource_version=meta.resource_version,
+            uid=meta.uid,
             labels=meta.labels,
             annotations=meta.annotations,
         )
 
 
-def _record_of(spec: client.V1LeaseSpec | None) -> LeaseRecord:
+def epoch_base_of(annotations: Mapping[str, str] | None) -> int:
+    """The epoch base a Lease carries (0 when absent; a value that is not a whole number reads
+    as 0, which can only lower our epoch, never let us pass a newer stamp)."""
+    raw = (annotations or {}).get(ANNOTATION_EPOCH_BASE, "0")
+    return int(raw) if raw.isascii() and raw.isdigit() else 0
+
+
+def _with_base(annotations: Mapping[str, str] | None, record: LeaseRecord) -> dict[str, str]:
+    merged = dict(annotations or {})
+    if record.epoch_base or ANNOTATION_EPOCH_BASE in merged:
+        merged[ANNOTATION_EPOCH_BASE] = str(record.epoch_base)
+    return merged
+
+
+def _record_of(
+    spec: client.V1LeaseSpec | None, annotations: Mapping[str, str] | None = None
+) -> LeaseRecord:
+    base = epoch_base_of(annotations)
     if spec is None:
-        return LeaseRecord("", 0, None, None, 0)
+        return LeaseRecord("", 0, None, None, 0, base)
     return LeaseRecord(
         holder_identity=spec.holder_identity or "",
         lease_duration_seconds=int(spec.lease_duration_seconds or 0),
         acquire_time=spec.acquire_time,
         renew_time=spec.renew_time,
         lease_transitions=int(spec.lease_transitions or 0),
+        epoch_base=base,
     )
 
 

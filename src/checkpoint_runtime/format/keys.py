@@ -1,8 +1,10 @@
 """Checkpoint key grammar and ShardKey.
 
 A key is `[<tailnet>/]<kind>[/<name>...]/<row-kind>[/<id>]`. The collector namespace (everything up
-to the row kind) is the shard key, so every row of one collector lands in one shard. New collector
-kinds are one row in COLLECTOR_KINDS.
+to the row kind) is the shard key, so every row of one collector lands in one shard. The kinds
+shipped with the runtime are declared in COLLECTOR_KINDS (the store decodes any stored shard with
+this grammar alone); the collector registry (`collectors/registry.py`) adds a further kind's shape
+with `register_kind`.
 """
 
 from __future__ import annotations
@@ -23,12 +25,36 @@ class CollectorKind:
     """Row kind -> whether it takes an `/<id>` suffix."""
 
 
+# The shipped collector kinds and their row kinds; the collectors and the reference rows spell
+# their keys with these names.
+OBJECTSTORE = "objectstore"
+FLOWLOGS = "flowlogs"
+CURSOR = "cursor"
+SCAN = "scan"
+SEEN = "seen"
+GAP = "gap"
+REPLAY = "replay"
+
 COLLECTOR_KINDS: dict[str, CollectorKind] = {
-    "flowlogs": CollectorKind(name_segments=0, row_kinds={"cursor": False, "replay": True}),
-    "objectstore": CollectorKind(
-        name_segments=1, row_kinds={"cursor": False, "scan": False, "seen": True, "gap": True}
+    FLOWLOGS: CollectorKind(name_segments=0, row_kinds={CURSOR: False, REPLAY: True}),
+    OBJECTSTORE: CollectorKind(
+        name_segments=1, row_kinds={CURSOR: False, SCAN: False, SEEN: True, GAP: True}
     ),
 }
+
+
+def register_kind(name: str, kind: CollectorKind) -> None:
+    """Teach the grammar a further collector kind (the collector registry calls this)."""
+    problem = None if SEGMENT_PATTERN.match(name) else f"must match {SEGMENT_PATTERN.pattern}"
+    if problem or name in COLLECTOR_KINDS:
+        raise KeyGrammarError(name, problem or "is already a collector kind")
+    COLLECTOR_KINDS[name] = kind
+
+
+def unregister_kind(name: str) -> None:
+    """Forget a kind added by `register_kind`."""
+    del COLLECTOR_KINDS[name]
+
 
 # A tailnet or feed name: one DNS-ish segment. Shared with config validation and mirrored in
 # schemas/runtime-config.schema.json ($defs.segment).

@@ -18,7 +18,16 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.keys import (
+    CURSOR,
+    FLOWLOGS,
+    GAP,
+    OBJECTSTORE,
+    REPLAY,
+    SCAN,
+    SEEN,
+    collector_namespace,
+)
 from checkpoint_runtime.format.values import object_id, rfc3339_from_ns
 
 SHAPES = ("old-design", "uuid")
@@ -56,7 +65,7 @@ class FeedWorkload:
         if self.shape not in SHAPES:
             raise ValueError(f"unknown workload shape {self.shape!r}; one of {SHAPES}")
         rng = random.Random(f"{self.seed}:{self.shape}:{self.shard}")
-        seen_prefix = f"{self.shard}/seen/"
+        seen_prefix = f"{self.shard}/{SEEN}/"
         # Object names share the feed's prefix; its length makes a legacy row 157 bytes.
         id_chars = LEGACY_ROW_BYTES - 6 - TIMESTAMP_CHARS - len(seen_prefix)
         base = f"logs/{self.shard.replace('/', '-')}/2026/03/01/"
@@ -76,12 +85,12 @@ class FeedWorkload:
             rows[seen_prefix + object_id(name)] = rfc3339_from_ns(ns)
         for index in range(self.gap_rows):
             start = EPOCH_NS + index * 60_000_000_000
-            rows[f"{self.shard}/gap/{index:06d}"] = json.dumps(
+            rows[f"{self.shard}/{GAP}/{index:06d}"] = json.dumps(
                 {"from": rfc3339_from_ns(start), "to": rfc3339_from_ns(start + 30_000_000_000)},
                 separators=(",", ":"),
             )
-        rows[f"{self.shard}/cursor"] = name
-        rows[f"{self.shard}/scan"] = json.dumps(
+        rows[f"{self.shard}/{CURSOR}"] = name
+        rows[f"{self.shard}/{SCAN}"] = json.dumps(
             {"after": name, "listed": self.seen_rows, "at": rfc3339_from_ns(ns)},
             separators=(",", ":"),
         )
@@ -93,11 +102,12 @@ def flowlogs_rows(shard: str, replay_rows: int = 12, seed: int = 0) -> dict[str,
     """A flowlogs collector's cursor and replay windows."""
     rng = random.Random(f"{seed}:flowlogs:{shard}")
     cursor = EPOCH_NS + rng.getrandbits(40)
-    rows = {f"{shard}/cursor": rfc3339_from_ns(cursor)}
+    rows = {f"{shard}/{CURSOR}": rfc3339_from_ns(cursor)}
     for index in range(replay_rows):
         start = cursor - (index + 1) * 300_000_000_000
         window = {"from": rfc3339_from_ns(start), "to": rfc3339_from_ns(start + 300_000_000_000)}
-        rows[f"{shard}/replay/{rfc3339_from_ns(start)}"] = json.dumps(window, separators=(",", ":"))
+        key = f"{shard}/{REPLAY}/{rfc3339_from_ns(start)}"
+        rows[key] = json.dumps(window, separators=(",", ":"))
     return rows
 
 
@@ -111,13 +121,13 @@ class Configuration:
 
     def feed_shards(self) -> list[str]:
         return [
-            collector_namespace("objectstore", f"tailnet-{t + 1}", f"feed-{f + 1}")
+            collector_namespace(OBJECTSTORE, f"tailnet-{t + 1}", f"feed-{f + 1}")
             for t in range(self.tailnets)
             for f in range(self.feeds_per_tailnet)
         ]
 
     def flowlogs_shards(self) -> list[str]:
-        return [collector_namespace("flowlogs", f"tailnet-{t + 1}") for t in range(self.tailnets)]
+        return [collector_namespace(FLOWLOGS, f"tailnet-{t + 1}") for t in range(self.tailnets)]
 
     def rows(
         self, seen_rows: int = 5000, shape: str = "old-design", seed: int = 0

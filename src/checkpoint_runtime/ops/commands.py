@@ -21,8 +21,10 @@ from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
+    CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.deadline import Deadline
@@ -162,7 +164,16 @@ def _project(args: argparse.Namespace) -> int:
     text = inspection.table(
         [{**row, "max_rows": row["max_rows"] or "-"} for row in rows], PROJECTION_COLUMNS
     )
-    _print(args, {"shape": args.shape, "shards": rows}, text)
+    note = (
+        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of the "
+        f"{CONFIGMAP_VALUE_LIMIT}-byte limit free"
+    )
+    document = {
+        "shape": args.shape,
+        "max_rows_headroom_ratio": PROJECTION_ADVICE_HEADROOM,
+        "shards": rows,
+    }
+    _print(args, document, f"{text}\n{note}")
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
@@ -177,7 +188,7 @@ def _migrate(args: argparse.Namespace) -> int:
     if legacy is None:
         print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
         return EXIT_FAILED
-    if args.from_legacy or args.keep_shards:
+    if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
         # leader that stamps a newer epoch meanwhile still fences this write).
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
@@ -185,7 +196,11 @@ def _migrate(args: argparse.Namespace) -> int:
             backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
         )
         resolve = (
-            migration.resolve_from_legacy if args.from_legacy else migration.resolve_keep_shards
+            migration.resolve_from_legacy
+            if args.from_legacy
+            else migration.resolve_keep_shards
+            if args.keep_shards
+            else migration.resolve_start_empty
         )
         resolve(store, store.new_deadline())
         store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
@@ -195,7 +210,9 @@ def _migrate(args: argparse.Namespace) -> int:
     document = {**status.__dict__, "state": status.state}
     text = (
         f"legacy {status.name}: {status.state}\n  digest now      {status.digest}\n"
-        f"  migrated digest {status.migrated_digest}\n  legacy rows     {status.rows}\n"
+        f"  migrated digest {status.migrated_digest}\n"
+        f"  migrated by     {', '.join(status.migrated_by) or '-'}\n"
+        f"  legacy rows     {status.rows}\n"
         + "\n".join(f"  shard {k}: from {v}" for k, v in sorted(status.shards_from_legacy.items()))
     )
     _print(args, document, text)
@@ -246,6 +263,12 @@ def register(subparsers: Any) -> None:
         "--keep-shards",
         action="store_true",
         help="shards win: mark the current legacy value as superseded; shards stay as they are",
+    )
+    choice.add_argument(
+        "--start-empty",
+        action="store_true",
+        help="this store starts without the rows of a legacy value another store (another "
+        "Lease name) migrated: record it in the legacy mark; nothing else is written",
     )
     migrate.add_argument("--json", action="store_true", help="print JSON instead of text")
     migrate.set_defaults(func=_guarded(_migrate))

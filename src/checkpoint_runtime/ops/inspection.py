@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.format import sizes
 from checkpoint_runtime.store.core import Store
 
 
@@ -18,18 +19,17 @@ def shard_report(store: Store) -> list[dict[str, Any]]:
     for key, state in sorted(store.shard_states().items()):
         if state.version is None:
             continue
-        headroom = CONFIGMAP_VALUE_LIMIT - state.compressed_bytes
         rows.append(
             {
                 "shard": key,
                 "rows": len(state.rows),
                 "raw_bytes": state.raw_bytes,
                 "compressed_bytes": state.compressed_bytes,
-                "compression_ratio": round(state.raw_bytes / state.compressed_bytes, 2)
-                if state.compressed_bytes
-                else 0.0,
-                "headroom_bytes": headroom,
-                "headroom_ratio": round(headroom / CONFIGMAP_VALUE_LIMIT, 4),
+                "compression_ratio": round(
+                    sizes.compression_ratio(state.raw_bytes, state.compressed_bytes), 2
+                ),
+                "headroom_bytes": sizes.headroom_bytes(state.compressed_bytes),
+                "headroom_ratio": round(sizes.headroom_ratio(state.compressed_bytes), 4),
                 "epoch": state.stamp.epoch,
                 "writer": state.stamp.writer,
                 "legacy_digest": state.legacy_digest,

@@ -6,7 +6,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
+
+from checkpoint_runtime.errors import WriteUncertainError, describe, leaves
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -38,3 +41,37 @@ def configure(level: int = logging.INFO) -> None:
     root.setLevel(level)
     # The kubernetes client and urllib3 log every retry warning; keep their noise down.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def lifecycle_ended(log: logging.Logger, errors: Iterable[BaseException]) -> None:
+    """One error line per distinct error that ended the lifecycle: the whole group in the
+    message, whether a write's outcome is unknown, and every grouped error as a cause."""
+    distinct = {"\n".join(describe(error)): error for error in errors}
+    for error in distinct.values():
+        log.error(
+            "lifecycle ended: %s",
+            "; ".join(line.strip() for line in describe(error)),
+            extra={
+                "error": type(error).__name__,
+                "write_uncertain": _contains(error, WriteUncertainError),
+                "causes": [_cause(leaf) for leaf in leaves(error)],
+            },
+        )
+
+
+def _cause(error: BaseException) -> dict[str, Any]:
+    """One error of a fatal group as a log field: its name, shard, HTTP status and message."""
+    cause: dict[str, Any] = {"error": type(error).__name__, "message": str(error)}
+    for field_name in ("shard", "status"):
+        value = getattr(error, field_name, None)
+        if value is not None:
+            cause[field_name] = value
+    return cause
+
+
+def _contains(error: BaseException, kind: type[BaseException]) -> bool:
+    if isinstance(error, kind):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_contains(inner, kind) for inner in error.exceptions)
+    return False

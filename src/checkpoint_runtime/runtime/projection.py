@@ -3,25 +3,27 @@
 From the runtime config alone, build a representative payload for every collector's shard with
 the production encoder and the conservative (UUID-named) reference workload, and refuse a config
 whose shard could not fit, naming the knob to change (collectors[i].maxSeenKeys).
+
+Each collector kind estimates its own shard (`estimate` of its entry in
+`collectors/registry.py`; the shipped kinds' estimates and the feed's advice are in
+`collectors/builtin.py`): the advice is one number per shard, leaving
+PROJECTION_ADVICE_HEADROOM (5 %) of the limit free.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any
 
+from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
-    PROJECTION_GAP_ROWS,
-    PROJECTION_MAX_ENCODED_ROWS,
+    PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
-from checkpoint_runtime.runtime.settings import CollectorSettings, RuntimeSettings
+from checkpoint_runtime.format import sizes
+from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 
 @dataclass(frozen=True)
@@ -34,15 +36,16 @@ class ShardProjection:
     compressed_bytes: int
     extrapolated: bool
     max_rows: int | None
-    """Most seen rows the shard is projected to hold under the limit (None: not row-bound)."""
+    """Most seen rows the shard is projected to hold leaving PROJECTION_ADVICE_HEADROOM of the
+    limit free (None: not row-bound); the same number whatever the configured bound."""
 
     @property
     def headroom_bytes(self) -> int:
-        return CONFIGMAP_VALUE_LIMIT - self.compressed_bytes
+        return sizes.headroom_bytes(self.compressed_bytes)
 
     @property
     def headroom_ratio(self) -> float:
-        return self.headroom_bytes / CONFIGMAP_VALUE_LIMIT
+        return sizes.headroom_ratio(self.compressed_bytes)
 
     @property
     def fits(self) -> bool:
@@ -57,74 +60,34 @@ class ShardProjection:
         }
 
 
-_MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabytes at any size
-
-
-@lru_cache(maxsize=256)
-def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
-    """Compressed bytes and row count of a representative feed shard (cached: the render gate
-    projects the same config for many values documents)."""
-    workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    return codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
-
-
-@lru_cache(maxsize=256)
-def _flowlogs_bytes(namespace: str, windows: int) -> int:
-    return codec.encode_shard(
-        namespace, flowlogs_rows(namespace, replay_rows=windows)
-    ).compressed_bytes
-
-
-def _project_feed(index: int, collector: CollectorSettings, shape: str) -> ShardProjection:
-    wanted = collector.max_seen_keys
-    encoded_rows = min(wanted, PROJECTION_MAX_ENCODED_ROWS)
-    size, total_rows = _feed_bytes(collector.namespace, encoded_rows, shape)
-    per_row = size / max(encoded_rows, 1)
-    projected = size if wanted == encoded_rows else math.ceil(per_row * wanted)
-    return ShardProjection(
-        shard=collector.namespace,
-        knob=f"collectors[{index}].maxSeenKeys",
-        rows=wanted + total_rows - encoded_rows,
-        compressed_bytes=projected,
-        extrapolated=wanted != encoded_rows,
-        max_rows=int(CONFIGMAP_VALUE_LIMIT // per_row),
-    )
-
-
-def _project_flowlogs(index: int, collector: CollectorSettings) -> ShardProjection:
-    """The cursor plus one row per replay window; like a feed, at most
-    PROJECTION_MAX_ENCODED_ROWS windows are encoded and the size scales linearly beyond."""
-    # A tiny pollSeconds makes the ratio overflow to infinity; far past any limit, so cap it.
-    ratio = min(collector.replay_window_seconds / collector.poll_seconds, _MAX_WINDOWS)
-    windows = max(1, math.ceil(ratio))
-    encoded = min(windows, PROJECTION_MAX_ENCODED_ROWS)
-    size = _flowlogs_bytes(collector.namespace, encoded)
-    projected = size if windows == encoded else math.ceil(size / (encoded + 1) * (windows + 1))
-    return ShardProjection(
-        shard=collector.namespace,
-        knob=f"collectors[{index}].replayWindowSeconds",
-        rows=windows + 1,
-        compressed_bytes=projected,
-        extrapolated=windows != encoded,
-        max_rows=None,
-    )
-
-
 def project(settings: RuntimeSettings, shape: str = PROJECTION_SHAPE) -> list[ShardProjection]:
-    """One projection per configured collector, in config order."""
-    return [
-        _project_feed(index, collector, shape)
-        if collector.kind == "objectstore"
-        else _project_flowlogs(index, collector)
-        for index, collector in enumerate(settings.collectors)
-    ]
+    """One projection per configured collector, in config order, by its kind's estimate."""
+    projections = []
+    for index, collector in enumerate(settings.collectors):
+        estimate = registry.kind(collector.kind).estimate(collector, shape)
+        projections.append(
+            ShardProjection(
+                shard=collector.namespace,
+                knob=f"collectors[{index}].{estimate.knob}",
+                rows=estimate.rows,
+                compressed_bytes=estimate.compressed_bytes,
+                extrapolated=estimate.extrapolated,
+                max_rows=estimate.max_rows,
+            )
+        )
+    return projections
 
 
 def misfit(projections: list[ShardProjection]) -> ConfigError | None:
     """The error naming the knob of the first shard that could not fit, if any."""
     for item in projections:
         if not item.fits:
-            advice = f"; lower it to at most {item.max_rows}" if item.max_rows else ""
+            advice = (
+                f"; lower it to at most {item.max_rows} (leaves "
+                f"{PROJECTION_ADVICE_HEADROOM:.0%} of the limit free)"
+                if item.max_rows
+                else ""
+            )
             return ConfigError(
                 item.knob,
                 f"shard {item.shard!r} is projected at {item.compressed_bytes} bytes, over the "

@@ -18,15 +18,14 @@ from typing import Any
 import jsonschema
 
 from checkpoint_runtime import schema_errors
+from checkpoint_runtime.collectors import registry
+from checkpoint_runtime.collectors.kind import CollectorSettings
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DEBOUNCE_SECONDS,
     DEFAULT_FILE_STORE_PATH,
     DEFAULT_HTTP_BIND,
     DEFAULT_HTTP_PORT,
-    DEFAULT_MAX_SEEN_KEYS,
-    DEFAULT_POLL_SECONDS,
-    DEFAULT_REPLAY_WINDOW_SECONDS,
     DEFAULT_STORE_NAME,
     DISCOVERY_LABELS,
     DISCOVERY_NAMES,
@@ -37,7 +36,6 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format.keys import collector_namespace
 from checkpoint_runtime.resources import schema_file
 
 EMBEDDED_DEFAULT: dict[str, Any] = {
@@ -60,19 +58,6 @@ class StoreSettings:
 
 
 @dataclass(frozen=True)
-class CollectorSettings:
-    kind: str
-    url: str
-    tailnet: str | None
-    endpoint_url: str | None
-    feed: str | None
-    poll_seconds: float
-    max_seen_keys: int
-    replay_window_seconds: float
-    namespace: str
-
-
-@dataclass(frozen=True)
 class RuntimeSettings:
     store: StoreSettings
     election_enabled: bool
@@ -89,20 +74,29 @@ def schema_path() -> Path:
     return schema_file(RUNTIME_CONFIG_SCHEMA)
 
 
+def _schema_validator() -> jsonschema.protocols.Validator:
+    """The config schema's validator, with one `collectors[]` alternative per registered kind."""
+    return _validator(registry.version())
+
+
 @cache
-def _validator() -> jsonschema.protocols.Validator:
+def _validator(kinds_version: int) -> jsonschema.protocols.Validator:
     path = schema_path()
     try:
         schema = json.loads(path.read_text())
     except OSError as error:
         raise ConfigError("", f"runtime config schema not found at {path}: {error}") from None
+    schema["properties"]["collectors"]["items"]["oneOf"] = [
+        dict(spec.schema) if spec.schema is not None else {"$ref": f"#/$defs/{name}"}
+        for name, spec in registry.kinds().items()
+    ]
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
 
 
 def validate(document: Any) -> None:
     """Raise ConfigError naming the key path of the first schema violation."""
-    found = schema_errors.violations(_validator().iter_errors(document))
+    found = schema_errors.violations(_schema_validator().iter_errors(document))
     if found:
         path, message = found[0]
         raise ConfigError(path, message)
@@ -151,35 +145,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
     sink = document.get("sink", {"kind": "stdout"})
     if sink["kind"] == "file" and not sink.get("path"):
         raise ConfigError("sink.path", "is required when sink.kind is 'file'")
-    collectors: list[CollectorSettings] = []
-    owners: dict[str, int] = {}
-    for index, entry in enumerate(document.get("collectors", [])):
-        names = (entry["feed"],) if entry["kind"] == "objectstore" else ()
-        namespace = collector_namespace(entry["kind"], entry.get("tailnet"), *names)
-        if namespace in owners:
-            raise ConfigError(
-                f"collectors[{index}]",
-                f"collector namespace {namespace!r} is already used by "
-                f"collectors[{owners[namespace]}] (two collectors would share one shard)",
-            )
-        owners[namespace] = index
-        if entry.get("endpointUrl") and not entry["url"].startswith("s3://"):
-            raise ConfigError(f"collectors[{index}].endpointUrl", "applies only to s3:// URLs")
-        collectors.append(
-            CollectorSettings(
-                kind=entry["kind"],
-                url=entry["url"],
-                tailnet=entry.get("tailnet"),
-                endpoint_url=entry.get("endpointUrl"),
-                feed=entry.get("feed"),
-                poll_seconds=entry.get("pollSeconds", DEFAULT_POLL_SECONDS),
-                max_seen_keys=entry.get("maxSeenKeys", DEFAULT_MAX_SEEN_KEYS),
-                replay_window_seconds=entry.get(
-                    "replayWindowSeconds", DEFAULT_REPLAY_WINDOW_SECONDS
-                ),
-                namespace=namespace,
-            )
-        )
+    collectors = _collectors(document.get("collectors", []))
     bind = http.get("bindAddress", DEFAULT_HTTP_BIND)
     try:
         ipaddress.ip_address(bind)
@@ -208,6 +174,23 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         sink_path=sink.get("path"),
         collectors=collectors,
     )
+
+
+def _collectors(entries: list[dict[str, Any]]) -> list[CollectorSettings]:
+    """Each entry's settings by its kind's factory; no two collectors may share a namespace."""
+    collectors: list[CollectorSettings] = []
+    owners: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        settings = registry.parse_entry(entry, f"collectors[{index}]")
+        if settings.namespace in owners:
+            raise ConfigError(
+                f"collectors[{index}]",
+                f"collector namespace {settings.namespace!r} is already used by "
+                f"collectors[{owners[settings.namespace]}] (two collectors would share one shard)",
+            )
+        owners[settings.namespace] = index
+        collectors.append(settings)
+    return collectors
 
 
 def load_settings(path: str | None) -> RuntimeSettings:

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard
+from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_FORMAT,
@@ -38,14 +38,15 @@ from checkpoint_runtime.errors import (
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
+    ForeignShardError,
     OversizeError,
     UnconfiguredShardError,
     UnencodableTextError,
     WriteUncertainError,
 )
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.keys import shard_key
-from checkpoint_runtime.store.fencing import Stamp, check_not_fenced
+from checkpoint_runtime.format.keys import shard_key, validate_shard_key
+from checkpoint_runtime.store.fencing import Fence, Stamp
 from checkpoint_runtime.store.metrics import StoreMetrics
 from checkpoint_runtime.store.migration import migrate_on_open
 from checkpoint_runtime.store.shard_state import ShardState, copy_state
@@ -71,6 +72,7 @@ class Store:
         clock: Callable[[], float] = time.monotonic,
         compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
         shards: Iterable[str] | None = None,
+        lease_uid: str = "",
     ) -> None:
         if not compaction_ratio >= 0:
             raise ConfigError("compactionRatio", f"must be a number >= 0, got {compaction_ratio!r}")
@@ -78,7 +80,7 @@ class Store:
         self.compaction_ratio = compaction_ratio
         """A delta member may grow to this fraction of its base member (compressed) before the
         next persist writes a new base instead; 0 writes every shard whole."""
-        self.stamp = Stamp(epoch, writer)
+        self.fence = Fence(Stamp(epoch, writer, lease_uid))
         self.deadline_seconds = deadline_seconds
         self.debounce_seconds = debounce_seconds
         self.metrics = metrics if metrics is not None else StoreMetrics()
@@ -107,6 +109,7 @@ class Store:
         migrate: bool = True,
         compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
         shards: Iterable[str] | None = None,
+        lease_uid: str = "",
     ) -> Store:
         """Load every shard (fail closed, no write on any error), then migrate legacy state.
 
@@ -124,12 +127,22 @@ class Store:
             clock=clock,
             compaction_ratio=compaction_ratio,
             shards=shards,
+            lease_uid=lease_uid,
         )
         deadline = store.new_deadline()
         store.load(deadline)
         if migrate:
             migrate_on_open(store, deadline)
         return store
+
+    @property
+    def stamp(self) -> Stamp:
+        """What our writes are stamped with: writer, epoch and the uid of our Lease object."""
+        return self.fence.stamp
+
+    @stamp.setter
+    def stamp(self, stamp: Stamp) -> None:
+        self.fence.stamp = stamp
 
     def new_deadline(self) -> Deadline:
         return Deadline(self.deadline_seconds, self._clock)
@@ -138,10 +151,45 @@ class Store:
         """Replace memory with the stored shards; raises before changing anything."""
         loaded = {stored.shard: self._decode(stored) for stored in self._discover(deadline)}
         with self._lock:
+            for gone in set(self._shards) - set(loaded):
+                self.metrics.forget_shard(gone)
             self._shards = loaded
             for state in loaded.values():
                 self._observe(state)
             self.metrics.shards.set(len(loaded))
+
+    def reload(self, shard: str) -> None:
+        """Replace one shard in memory with its stored copy (its rows, version and stamp).
+
+        The way back after a ConflictError for a process that keeps running: the stale version
+        that made every later write of the shard conflict is replaced by the stored one. Changes
+        to that shard not yet persisted are dropped (re-apply those still wanted); other shards
+        are untouched. The epoch fence still holds: a shard stamped with a newer epoch stays
+        unwritable. A shard that no longer exists is dropped from memory with its gauges.
+        Raises (changing nothing) if the stored copy cannot be read or decoded.
+        """
+        validate_shard_key(shard)
+        self.require_configured([shard], "it was reloaded")
+        deadline = self.new_deadline()
+        lock = self._write_lock(shard)
+        if not lock.acquire(timeout=max(deadline.remaining(), 0.0)):
+            raise DeadlineExceeded(
+                f"deadline of {deadline.seconds:g} s exceeded waiting for shard {shard!r}'s "
+                "write in flight"
+            )
+        try:
+            stored = self.backend.read_shard(shard, deadline)
+            state = None if stored is None else self._decode(stored)
+            with self._lock:
+                if state is None:
+                    self._shards.pop(shard, None)
+                    self.metrics.forget_shard(shard)
+                else:
+                    self._shards[shard] = state
+                    self._observe(state)
+                self.metrics.shards.set(len(self._shards))
+        finally:
+            lock.release()
 
     def _discover(self, deadline: Deadline) -> list[StoredShard]:
         if self.configured is None:
@@ -250,6 +298,8 @@ class Store:
     def _mark_dirty(self, state: ShardState, now: float) -> None:
         if not state.dirty:
             state.dirty_since = now
+        if state.changed_since_snapshot is None:
+            state.changed_since_snapshot = now
         state.generation += 1
 
     # -- persistence ------------------------------------------------------------------------
@@ -265,7 +315,11 @@ class Store:
         every change made within the window into one write per shard.
         """
         with self._lock:
-            since = [s.dirty_since for s in self._shards.values() if s.dirty and s.dirty_since]
+            since = [
+                s.dirty_since
+                for s in self._shards.values()
+                if s.dirty and s.dirty_since is not None
+            ]
         if not since or self._clock() - min(since) < self.debounce_seconds:
             return False
         self._persist(self.dirty_shards(), self.new_deadline())
@@ -275,17 +329,34 @@ class Store:
         """Persist every dirty shard now (shutdown)."""
         self._persist(self.dirty_shards(), self.new_deadline())
 
-    def take_ownership(self) -> None:
+    def take_ownership(self, renew_above: Callable[[int], int] | None = None) -> None:
         """Restamp every stored shard with our epoch before collectors run.
 
         Afterwards a deposed leader's write conflicts on resourceVersion, and a deposed leader
         that re-reads sees the newer epoch and refuses.
+
+        `renew_above(epoch)` (the runtime passes its elector's) renews our Lease with a guarded
+        update and returns our epoch, raised above `epoch` if need be. It is called when a shard
+        was stamped under another Lease object of our Lease's name (the Lease was deleted and
+        recreated), or without one and with a newer epoch: the renewal, made after the shards
+        were read, proves we are the current leader, and the raised epoch keeps epochs growing.
+        A shard stamped with a newer epoch of our own Lease object is always refused (we were
+        deposed); so is every shard we do not dominate when no `renew_above` is given.
         """
+        if renew_above is not None:
+            self.fence.renew_above = renew_above
+        with self._lock:
+            stamped = [s for s in self._shards.values() if s.version is not None]
+        unproven = [s for s in stamped if not self.fence.may_overwrite(s.stamp)]
+        for state in unproven:
+            self.fence.provable(state.key, state.stamp)
+        if unproven:
+            self.fence.supersede(frozenset(state.stamp for state in unproven))
         now = self._clock()
         with self._lock:
             for state in self._shards.values():
                 if state.version is not None and state.stamp != self.stamp:
-                    check_not_fenced(state.key, self.stamp, state.stamp)
+                    self.fence.check(state.key, state.stamp)
                     self._mark_dirty(state, now)
         self.flush()
 
@@ -341,18 +412,22 @@ class Store:
             if not state.dirty:
                 return
             version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
-        check_not_fenced(key, self.stamp, stored_stamp)
+            stamp = self.stamp
+        self.fence.check(key, stored_stamp)
         encoded, generation = self._encode(state)
         if encoded.compressed_bytes > CONFIGMAP_VALUE_LIMIT:
             self.metrics.oversize_rejections.labels(key).inc()
             with self._lock:
                 state.inflight_prior = None
             raise OversizeError(key, encoded.compressed_bytes, CONFIGMAP_VALUE_LIMIT, encoded.rows)
-        write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest))
+        write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest, stamp))
         try:
             deadline.check(f"writing shard {key!r}")
             if version is None:
-                result = self.backend.create_shard(write, deadline)
+                try:
+                    result = self.backend.create_shard(write, deadline)
+                except ConflictError as exists:
+                    stamp, result = self._take_over_created(write, exists, deadline)
             else:
                 result = self.backend.update_shard(write, version, deadline)
         except ConflictError:
@@ -372,7 +447,7 @@ class Store:
         self.metrics.writes.labels(key).inc()
         with self._lock:
             state.version = result.version
-            state.stamp = self.stamp
+            state.stamp = stamp
             state.persisted_generation = max(state.persisted_generation, generation)
             state.raw_bytes, state.compressed_bytes = encoded.raw_bytes, encoded.compressed_bytes
             if encoded.base is not state.base:
@@ -380,8 +455,13 @@ class Store:
                 # shard was replaced wholesale meanwhile: then the next write is whole again).
                 state.base = encoded.base if prior is not None else None
                 state.base_prior = prior
+            # Still dirty: changed while the write was in flight. Those changes wait their own
+            # debounce from when they were made, not from the change the write carried.
+            changed = state.changed_since_snapshot
             if not state.dirty:
                 state.dirty_since = None
+            else:
+                state.dirty_since = changed if changed is not None else self._clock()
             self._observe(state, stored_rows=encoded.rows)
 
     def _encode(self, state: ShardState) -> tuple[codec.EncodedShard, int]:
@@ -390,6 +470,7 @@ class Store:
         bound or the size limit) a new base of every row."""
         with self._lock:
             generation, base, prior = state.generation, state.base, state.base_prior
+            state.changed_since_snapshot = None
             rows = len(state.rows)
             changes = None
             if base is not None and prior is not None:
@@ -408,6 +489,7 @@ class Store:
                 return delta, generation
         with self._lock:
             generation, snapshot = state.generation, dict(state.rows)
+            state.changed_since_snapshot = None
             state.inflight_prior = {}
         try:
             return codec.encode_shard(state.key, snapshot), generation
@@ -416,7 +498,28 @@ class Store:
                 state.inflight_prior = None
             raise
 
-    def _annotations(self, encoded: codec.EncodedShard, digest: str | None) -> dict[str, str]:
+    def _take_over_created(
+        self, write: ShardWrite, exists: ConflictError, deadline: Deadline
+    ) -> tuple[Stamp, WriteResult]:
+        """Our create met a shard someone created meanwhile: if the fence makes it ours to
+        take (a deposed writer's), write over it, guarded by the version just read; if not,
+        the conflict (or a newer leader's fence) stands."""
+        try:
+            stored = self.backend.read_shard(write.shard, deadline)
+        except (ForeignShardError, CorruptShardError) as unreadable:
+            raise exists from unreadable  # not a shard of ours: a conflict, never taken over
+        if stored is None:
+            raise exists
+        theirs = Stamp.from_annotations(write.shard, stored.annotations)
+        stamp = self.fence.take_over_created(write.shard, theirs)
+        if stamp is None:
+            raise exists
+        taken = ShardWrite(write.shard, write.blob, {**write.annotations, **stamp.annotations()})
+        return stamp, self.backend.update_shard(taken, stored.version, deadline)
+
+    def _annotations(
+        self, encoded: codec.EncodedShard, digest: str | None, stamp: Stamp
+    ) -> dict[str, str]:
         annotations = {
             ANNOTATION_SHARD_KEY: encoded.shard,
             ANNOTATION_FORMAT: SHARD_FORMAT,
@@ -425,7 +528,7 @@ class Store:
             ANNOTATION_COMPRESSED_BYTES: str(encoded.compressed_bytes),
             ANNOTATION_ROWS: str(encoded.rows),
             ANNOTATION_WRITE_ID: uuid.uuid4().hex,
-            **self.stamp.annotations(),
+            **stamp.annotations(),
         }
         if digest is not None:
             annotations[ANNOTATION_LEGACY_DIGEST] = digest

@@ -7,9 +7,12 @@ the runtime serve exactly these series. The chart's PrometheusRule alerts on
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.format import sizes
 
 
 class StoreMetrics:
@@ -70,14 +73,30 @@ class StoreMetrics:
         )
         self.leader = Gauge("checkpoint_leader", "1 while this process leads, else 0", registry=r)
 
+    def per_shard_gauges(self) -> tuple[Gauge, ...]:
+        return (
+            self.raw_bytes,
+            self.compressed_bytes,
+            self.rows,
+            self.compression_ratio,
+            self.headroom_bytes,
+            self.headroom_ratio,
+        )
+
+    def forget_shard(self, shard: str) -> None:
+        """Remove a shard's gauges (it no longer exists): no stale size or headroom is served.
+        Its counters stay, as counters do."""
+        for gauge in self.per_shard_gauges():
+            with contextlib.suppress(KeyError):  # never observed
+                gauge.remove(shard)
+
     def observe_shard(self, shard: str, raw_bytes: int, compressed_bytes: int, rows: int) -> None:
         """Record the sizes of a shard as last stored."""
-        headroom = CONFIGMAP_VALUE_LIMIT - compressed_bytes
         self.raw_bytes.labels(shard).set(raw_bytes)
         self.compressed_bytes.labels(shard).set(compressed_bytes)
         self.rows.labels(shard).set(rows)
         self.compression_ratio.labels(shard).set(
-            raw_bytes / compressed_bytes if compressed_bytes else 0
+            sizes.compression_ratio(raw_bytes, compressed_bytes)
         )
-        self.headroom_bytes.labels(shard).set(headroom)
-        self.headroom_ratio.labels(shard).set(headroom / CONFIGMAP_VALUE_LIMIT)
+        self.headroom_bytes.labels(shard).set(sizes.headroom_bytes(compressed_bytes))
+        self.headroom_ratio.labels(shard).set(sizes.headroom_ratio(compressed_bytes))

@@ -22,6 +22,10 @@ class ShardState:
     generation: int = 0
     persisted_generation: int = 0
     dirty_since: float | None = None
+    """When the oldest change not yet persisted was made (the debounce counts from it)."""
+    changed_since_snapshot: float | None = None
+    """When the first change after the snapshot of the write in flight was made: what
+    `dirty_since` becomes if the shard is still dirty once that write commits."""
     raw_bytes: int = 0
     compressed_bytes: int = 0
     base: codec.Base | None = None

@@ -5,10 +5,9 @@ Shared by the node tests and the demo; everything is read through the API server
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -16,18 +15,13 @@ from kubernetes import client
 from checkpoint_runtime.constants import ANNOTATION_WRITER
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support import polling
 
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll until true; seconds taken."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.2)
-    return time.monotonic() - started
+# Conditions here are read through the API server: five polls a second are enough.
+wait_for = functools.partial(polling.wait_for, interval=0.2)
 
 
 def restricted_namespace(plane: ControlPlane, prefix: str) -> str:
@@ -65,11 +59,14 @@ def ready(pod: Any) -> bool:
 
 
 def lease_holder(release: Release) -> str:
+    """The Lease's holder; "" while nobody holds it or before the first candidate created it."""
     lease: Any
-    with release.plane.admin_api() as api:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(
-            release.lease_name, release.coordination_namespace
-        )
+    try:
+        lease = release.read_lease()
+    except client.ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
     return str(lease.spec.holder_identity or "")
 
 

@@ -28,7 +28,6 @@ _COMMANDS = {
     "ip": "iproute2",
     "iptables": "iptables",
     "conntrack": "conntrack",
-    "openssl": "openssl",
 }
 
 

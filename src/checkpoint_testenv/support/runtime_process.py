@@ -1,4 +1,8 @@
-"""Run `checkpoint-runtime run` as a real subprocess and observe it through its HTTP port."""
+"""`checkpoint-runtime run` as a real subprocess, observed through its HTTP port and its sink.
+
+Also what such a process reads and leaves behind: object-store objects in a folder, the records
+of a file sink, the Prometheus text of `/metrics`, the seen-ids of a stored shard.
+"""
 
 from __future__ import annotations
 
@@ -7,47 +11,87 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
-import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from checkpoint_runtime.format.values import object_id
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.constants import DEFAULT_STORE_NAME
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import free_port
-from checkpoint_testenv.flowlogs import FlowLogServer
+from checkpoint_testenv.support.polling import wait_for
+
+if TYPE_CHECKING:
+    from checkpoint_testenv.helm import Release
+
+FAST_ELECTION = {"leaseDurationSeconds": 3, "renewDeadlineSeconds": 2, "retryPeriodSeconds": 0.5}
+"""`leaderElection` settings under which a takeover in a test takes seconds, not a minute."""
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.05)
-    return time.monotonic() - started
+def metric_value(body: str, name: str, labels: str = "") -> float | None:
+    """The value of series `name{labels}` in a Prometheus text body; None if absent."""
+    wanted = f"{name}{{{labels}}}" if labels else name
+    for line in body.splitlines():
+        if line.startswith(wanted + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
 
 
-def write_kubeconfig(path: Path, host: str, ca_file: Path, token: str) -> Path:
-    """A kubeconfig with exactly a pod's credentials: the ServiceAccount's bearer token."""
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "c", "cluster": {"server": host, "certificate-authority": str(ca_file)}}
-        ],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "sa"}}],
-        "current-context": "c",
-    }
-    path.write_text(yaml.safe_dump(document))
-    return path
+def sink_records(path: Path) -> list[dict[str, Any]]:
+    """Every record a file sink (JSON lines) holds so far."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def log_entries(text: str) -> list[dict[str, Any]]:
+    """The runtime's JSON log lines (other lines kept as {"msg": line})."""
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = {"msg": line}
+        entries.append(entry if isinstance(entry, dict) else {"msg": line})
+    return entries
+
+
+def first_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The objects an object-store collector emitted, one per object (its line 0)."""
+    return [r["object"] for r in records if r.get("line") == 0]
+
+
+def runtime_config(
+    release: Release, bucket: Path, flowlogs_url: str | None = None, **store: Any
+) -> dict[str, Any]:
+    """A release's rendered config as a test runs it: the API-server store with a short
+    debounce, `FAST_ELECTION`, an object-store collector on folder `bucket` (shard
+    `tn1/objectstore/feed-a`) and, given a URL, a flowlogs collector (`tn1/flowlogs`)."""
+    config: dict[str, Any] = json.loads(json.dumps(release.rendered_config))
+    assert config["store"]["backend"] == "kubernetes"
+    config["store"].update({"debounceSeconds": 0.2, **store})
+    config["leaderElection"].update(FAST_ELECTION)
+    config["collectors"] = [
+        {
+            "kind": "objectstore",
+            "tailnet": "tn1",
+            "feed": "feed-a",
+            "url": bucket.as_uri(),
+            "pollSeconds": 0.3,
+            "maxSeenKeys": 5000,
+        }
+    ]
+    if flowlogs_url:
+        config["collectors"].append(
+            {"kind": "flowlogs", "tailnet": "tn1", "url": flowlogs_url, "pollSeconds": 0.3}
+        )
+    return config
 
 
 def write_objects(bucket: Path, names: list[str]) -> None:
+    """Objects of two JSON lines each under `bucket` (a file:// feed of the object-store kind)."""
     for name in names:
         path = bucket / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,24 +157,16 @@ class RuntimeProcess:
 
     def metric(self, name: str, labels: str = "") -> float | None:
         status, body = self.get("/metrics")
-        if status != 200:
-            return None
-        wanted = f"{name}{{{labels}}}" if labels else name
-        for line in body.splitlines():
-            if line.startswith(wanted + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return None
+        return metric_value(body, name, labels) if status == 200 else None
 
     def leading(self) -> bool:
         return self.metric("checkpoint_leader") == 1.0
 
     def records(self) -> list[dict[str, Any]]:
-        if not self.sink.exists():
-            return []
-        return [json.loads(line) for line in self.sink.read_text().splitlines() if line]
+        return sink_records(self.sink)
 
     def objects(self) -> list[str]:
-        return [r["object"] for r in self.records() if r.get("line") == 0]
+        return first_lines(self.records())
 
     def flow_numbers(self) -> list[int]:
         return [r["record"]["n"] for r in self.records() if r.get("collector") == "flowlogs"]
@@ -138,13 +174,7 @@ class RuntimeProcess:
     def logs(self) -> list[dict[str, Any]]:
         if not self.stderr_path.exists():
             return []
-        entries = []
-        for line in self.stderr_path.read_text().splitlines():
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                entries.append({"msg": line})
-        return entries
+        return log_entries(self.stderr_path.read_text())
 
     # ---- control ----------------------------------------------------------------------------
 
@@ -179,16 +209,20 @@ class RuntimeProcess:
 
 
 def seen_ids(rows: dict[str, str], shard: str) -> set[str]:
+    """The object ids a collector's shard marks as seen."""
     prefix = f"{shard}/seen/"
     return {key[len(prefix) :] for key in rows if key.startswith(prefix)}
 
 
-__all__ = [
-    "FlowLogServer",
-    "RuntimeProcess",
-    "free_port",
-    "object_id",
-    "seen_ids",
-    "wait_for",
-    "write_kubeconfig",
-]
+def stored_rows(where: Path | Release, name: str = DEFAULT_STORE_NAME) -> dict[str, str]:
+    """Every row a runtime left: in the file store in folder `where`, or in a release's
+    ConfigMap shards (read as admin, never migrating)."""
+    if isinstance(where, Path):
+        return dict(Store.open(FileBackend(where, name), writer="reader").items(""))
+    backend = KubernetesBackend(
+        where.plane.configuration(), where.coordination_namespace, where.lease_name
+    )
+    try:
+        return dict(Store.open(backend, writer="test-reader", migrate=False).items(""))
+    finally:
+        backend.close()

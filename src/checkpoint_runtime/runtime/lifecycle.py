@@ -1,0 +1,267 @@
+"""One lifecycle of the runtime process (`Runtime.run()` returns the exit code):
+
+    HTTP (health, metrics) -> [elect on the Lease] -> open the store (migration included)
+    -> take ownership of the shards -> collectors + debounced persist while leading
+    -> stop: stop collectors, flush, release the Lease.
+
+A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
+outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
+reopens from the authoritative API state. Exit codes: 0 clean shutdown, 1 lifecycle ended
+by an error, 2 invalid configuration (nothing touched the API).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kubernetes import client
+
+from checkpoint_runtime.backends.base import Backend
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
+from checkpoint_runtime.collectors.sink import Sink, open_sink
+from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.errors import CheckpointError, ConfigError
+from checkpoint_runtime.runtime import credentials, logs
+from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
+from checkpoint_runtime.runtime.http import HealthServer
+from checkpoint_runtime.runtime.metrics import RuntimeMetrics
+from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.debounce import Debouncer
+
+log = logging.getLogger("checkpoint_runtime.runtime")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+_WAKE_SECONDS = 0.1
+
+
+class Runtime:
+    """One lifecycle; `run()` returns the exit code."""
+
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        *,
+        identity: str,
+        kubeconfig: str | None = None,
+        kube_configuration: client.Configuration | None = None,
+        sink: Sink | None = None,
+    ) -> None:
+        self.settings = settings
+        self.identity = identity
+        self.http_port = settings.http_port
+        self._kubeconfig = kubeconfig
+        self._kube_configuration = kube_configuration
+        self._sink = sink
+        self.metrics = RuntimeMetrics()
+        self.phase = "starting"
+        self._shutdown = threading.Event()
+        self._wake = threading.Event()
+        self._fatal: list[BaseException] = []
+        self._election: ElectionThread | None = None
+        self.http: HealthServer | None = None
+
+    # ---- control ----------------------------------------------------------------------------
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+        self._wake.set()
+
+    def _on_fatal(self, error: BaseException) -> None:
+        self._fatal.append(error)
+        self._wake.set()
+
+    def _wait(self, done: Callable[[], bool]) -> None:
+        while not (done() or self._shutdown.is_set() or self._fatal):
+            self._wake.wait(_WAKE_SECONDS)
+            self._wake.clear()
+
+    # ---- probes -----------------------------------------------------------------------------
+
+    def healthy(self) -> tuple[bool, str]:
+        election = self._election
+        if election is not None and not election.elector.healthy(LEADER_HEALTH_TOLERANCE_SECONDS):
+            return False, "leader has not renewed its lease: stuck"
+        return True, f"ok ({self.phase})"
+
+    def ready(self) -> tuple[bool, str]:
+        if self.phase in ("standby", "leading"):
+            return True, self.phase
+        return False, self.phase
+
+    # ---- the lifecycle ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        settings = self.settings
+        log.info(
+            "starting",
+            extra={
+                "identity": self.identity,
+                "backend": settings.store.backend,
+                "collectors": [c.namespace for c in settings.collectors],
+            },
+        )
+        try:
+            backend, api = self._open_backend()
+        except ConfigError as error:
+            log.error("invalid configuration: %s", error, extra={"key": error.path})
+            return EXIT_CONFIG
+        try:
+            self.http = HealthServer(
+                settings.http_bind,
+                self.http_port,
+                self.metrics.store.registry,
+                self.healthy,
+                self.ready,
+            )
+        except OSError as error:
+            log.error("cannot serve HTTP on %s:%s: %s", settings.http_bind, self.http_port, error)
+            return EXIT_FAILED
+        self.http.start()
+        log.info("serving /healthz /readyz /metrics", extra={"port": self.http.port})
+        sink = self._sink or open_sink(settings.sink_kind, settings.sink_path)
+        try:
+            return self._lead_and_collect(backend, api, sink)
+        finally:
+            self.phase = "stopped"
+            sink.flush()
+            if self._sink is None:
+                sink.close()
+            self.http.stop()
+            backend.close()
+            if api is not None:
+                api.close()  # type: ignore[no-untyped-call]
+
+    def _open_backend(self) -> tuple[Backend, client.ApiClient | None]:
+        store = self.settings.store
+        if store.backend == "file":
+            folder = store.path or ""
+            return FileBackend(folder, store.lease_name, store.legacy_config_map), None
+        configuration = self._kube_configuration or credentials.kube_configuration(self._kubeconfig)
+        configuration.retries = 0
+        namespace = credentials.coordination_namespace(store.namespace)
+        backend = KubernetesBackend(
+            configuration, namespace, store.lease_name, store.legacy_config_map
+        )
+        api = client.ApiClient(configuration) if self.settings.election_enabled else None
+        return backend, api
+
+    def _elect(self, api: client.ApiClient) -> int | None:
+        """Wait until we lead; our epoch, or None if asked to stop first."""
+        store = self.settings.store
+        namespace = credentials.coordination_namespace(store.namespace)
+        lock = KubernetesLeaseLock(api, namespace, store.lease_name, self.identity)
+        elector = LeaderElector(lock, self.settings.timings)
+        self._election = ElectionThread(elector)
+        self._election.start()
+        self.phase = "standby"
+        log.info("waiting for leadership", extra={"lease": f"{namespace}/{store.lease_name}"})
+        election = self._election
+        self._wait(lambda: election.elected.is_set() or election.lost.is_set())
+        if not election.elected.is_set() or election.lost.is_set():
+            return None
+        epoch = elector.epoch
+        if epoch is None:  # elected, then lost before we looked
+            self._on_fatal(CheckpointError("leadership lost right after it was acquired"))
+            return None
+        log.info("leading", extra={"epoch": epoch, "identity": self.identity})
+        return epoch
+
+    def _leading(self) -> bool:
+        return self._election is None or self._election.elector.is_leader()
+
+    def _lead_and_collect(self, backend: Backend, api: client.ApiClient | None, sink: Sink) -> int:
+        settings = self.settings
+        epoch, lease_uid = 0, ""
+        if api is not None:
+            elected = self._elect(api)
+            if elected is None:
+                return self._finish(None)
+            epoch = elected
+            assert self._election is not None
+            lease_uid = self._election.elector.lease_uid
+        self.phase = "opening"
+        try:
+            store = Store.open(
+                backend,
+                writer=self.identity,
+                epoch=epoch,
+                deadline_seconds=settings.store.deadline_seconds,
+                debounce_seconds=settings.store.debounce_seconds,
+                metrics=self.metrics.store,
+                shards=configured_shards(settings),
+                lease_uid=lease_uid,
+            )
+            if self._election is not None:
+                # before any collector runs; renew_above lets a leader of a recreated Lease
+                # prove it leads and take over shards stamped under the old one.
+                store.take_ownership(self._election.elector.renew_above)
+        except (CheckpointError, ExceptionGroup) as error:
+            self._on_fatal(error)
+            return self._finish(None)
+        if not self._leading():
+            self._on_fatal(CheckpointError("lost leadership while opening the store"))
+            return self._finish(store)
+        self.metrics.store.leader.set(1)
+        self.metrics.epoch.set_function(lambda: store.stamp.epoch)  # a raise shows at once
+        guarded = LeaderGuardedMap(store, self._leading)
+        collectors = [
+            CountingCollector(c, self.metrics, self._leading)
+            for c in self._collectors(guarded, sink)
+        ]
+        runner = CollectorRunner(collectors, self._on_fatal)
+        persister = Debouncer(store, self._on_fatal, leading=self._leading)
+        runner.start()
+        persister.start()
+        self.phase = "leading"
+        log.info(
+            "collecting",
+            extra={"shards": len(store.shard_states()), "collectors": len(collectors)},
+        )
+        election = self._election
+        self._wait(lambda: election is not None and election.lost.is_set())
+        self.phase = "stopping"
+        runner.stop()
+        persister.stop()
+        return self._finish(store)
+
+    def _collectors(self, store: CheckpointMap, sink: Sink) -> list[Collector]:
+        return [registry.kind(c.kind).build(store, sink, c) for c in self.settings.collectors]
+
+    def _finish(self, store: Store | None) -> int:
+        """Flush on a clean shutdown while still leading, then release; the exit code."""
+        self.metrics.store.leader.set(0)
+        code = EXIT_OK
+        election = self._election
+        lost = election is not None and election.lost.is_set()
+        if lost:
+            log.error("lost the lease: stopped writing; exiting to restart from the API state")
+            code = EXIT_FAILED
+        if self._fatal:
+            self._log_fatal()
+            code = EXIT_FAILED
+        elif store is not None and not lost and self._leading():
+            try:
+                store.flush()
+                log.info("flushed", extra={"shards": len(store.shard_states())})
+            except (CheckpointError, ExceptionGroup) as error:
+                self._fatal.append(error)
+                self._log_fatal()
+                code = EXIT_FAILED
+        if election is not None:
+            election.stop(self.settings.timings.renew_deadline)
+            if election.elector.release():
+                log.info("released the lease")
+        log.info("stopped", extra={"exit_code": code})
+        return code
+
+    def _log_fatal(self) -> None:
+        logs.lifecycle_ended(log, self._fatal)

@@ -1,0 +1,112 @@
+"""`checkpoint-runtime run`: one lifecycle of the collector runtime.
+
+    config -> HTTP (health, metrics) -> [elect on the Lease] -> open the store (migration
+    included) -> take ownership of the shards -> collectors + debounced persist while leading
+    -> SIGTERM: stop collectors, flush, release the Lease.
+
+A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
+outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
+reopens from the authoritative API state. Exit codes: 0 clean shutdown, 1 lifecycle ended
+by an error, 2 invalid configuration (nothing touched the API).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from checkpoint_runtime.collectors import registry
+from checkpoint_runtime.election.elector import default_identity
+from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.runtime import logs, startup
+from checkpoint_runtime.runtime.lifecycle import EXIT_CONFIG, EXIT_OK, Runtime
+from checkpoint_runtime.runtime.settings import load_document
+
+log = logging.getLogger("checkpoint_runtime.runtime")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the collectors with checkpoints in the configured store",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", help="runtime config JSON (default: the embedded file store)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster)")
+    parser.add_argument(
+        "--identity", help="leader-election identity (default: $POD_NAME + a random suffix)"
+    )
+    parser.add_argument("--http-port", type=int, help="override http.port of the config")
+    parser.add_argument(
+        "--bind",
+        metavar="ADDRESS",
+        help="override http.bindAddress of the config: the IP address the HTTP listener binds "
+        "(default 0.0.0.0, all IPv4 interfaces; 127.0.0.1 keeps it on this host)",
+    )
+    parser.add_argument(
+        "--check-config",
+        action="store_true",
+        help="only run the startup checks (schema, shard size projection, installed extras), "
+        "print the projected shards and exit: 0 accepted, 2 refused; touches nothing",
+    )
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    logs.configure()
+    try:
+        # A config whose shard could not fit is refused now, naming the knob.
+        settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
+        for index, collector in enumerate(settings.collectors):
+            process_check = registry.kind(collector.kind).process_check
+            if process_check is not None:
+                process_check(collector, f"collectors[{index}]")
+        for shard in projections:
+            log.info(
+                "projected shard",
+                extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
+            )
+    except ConfigError as error:
+        log.error("invalid configuration: %s", error, extra={"key": error.path})
+        return EXIT_CONFIG
+    if args.check_config:
+        for shard in projections:
+            print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
+        print(f"config accepted: {len(settings.collectors)} collector(s)")
+        return EXIT_OK
+    identity = args.identity or default_identity(os.environ.get("POD_NAME"))
+    runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
+    if args.http_port is not None:
+        runtime.http_port = args.http_port
+    with _signals_stop(runtime):
+        return runtime.run()
+
+
+def with_bind(document: dict[str, Any], bind: str | None) -> dict[str, Any]:
+    """The config with --bind applied to http.bindAddress (a non-object http is left to the
+    schema check to name)."""
+    http = document.get("http", {})
+    if bind is None or not isinstance(http, dict):
+        return document
+    return {**document, "http": {**http, "bindAddress": bind}}
+
+
+@contextmanager
+def _signals_stop(runtime: Runtime) -> Iterator[None]:
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        runtime.request_shutdown()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,43 @@
+"""The runtime's own Prometheus series (leader epoch, collector polls and records), registered
+on the store's registry so /metrics serves one set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter, Gauge
+
+from checkpoint_runtime.store.metrics import StoreMetrics
+
+
+@dataclass
+class RuntimeMetrics:
+    """The runtime's series, on the store's registry so /metrics serves one set."""
+
+    store: StoreMetrics = field(default_factory=StoreMetrics)
+
+    def __post_init__(self) -> None:
+        r = self.store.registry
+        self.epoch = Gauge("checkpoint_leader_epoch", "Leadership epoch of our term", registry=r)
+        self.records = Counter(
+            "checkpoint_collector_records",
+            "Records a collector emitted to the sink",
+            ["collector"],
+            registry=r,
+        )
+        self.polls = Counter(
+            "checkpoint_collector_polls", "Collector polls completed", ["collector"], registry=r
+        )
+        self.poll_failures = Counter(
+            "checkpoint_collector_poll_failures",
+            "Collector polls that failed on the source (unreachable, access denied, ...); "
+            "state and checkpoints are left as they were and the poll is retried with backoff",
+            ["collector", "error"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "checkpoint_collector_last_success_timestamp_seconds",
+            "Unix time at which the collector's last poll (scan) completed; 0 before the first",
+            ["collector"],
+            registry=r,
+        )

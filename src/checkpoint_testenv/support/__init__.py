@@ -1,0 +1,9 @@
+"""What tests, the demo, the soak and the benchmarks share to drive the system under test.
+
+- `kubetarget`: one coordination namespace on the real API server, stores acting as the chart's
+  ServiceAccount (optionally through another host, e.g. the fault proxy) and raw admin reads of
+  what is really stored;
+- `runtime_process`: `checkpoint-runtime run` as a real subprocess, observed through its HTTP
+  port and its record sink;
+- `polling`: waiting for a condition with a bound.
+"""

@@ -46,7 +46,7 @@ from checkpoint_runtime.backends import retry  # noqa: E402
 from checkpoint_runtime.format import codec  # noqa: E402
 from checkpoint_testenv import helm  # noqa: E402
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402
-from checkpoint_testenv.faultproxy import FaultProxy  # noqa: E402
+from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool  # noqa: E402
 from checkpoint_testenv.support.kubetarget import KubeTarget  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
@@ -66,17 +66,13 @@ class Soak:
         self.target = target
         self.sections: list[str] = []
         self.violations: list[str] = []
-        self._proxies: list[FaultProxy] = []
+        self._proxies = ProxyPool(plane)
 
     def proxy(self) -> FaultProxy:
-        proxy = FaultProxy.in_front_of(self.plane)
-        self._proxies.append(proxy)
-        return proxy
+        return self._proxies.make()
 
     def close_proxies(self) -> None:
-        for proxy in self._proxies:
-            proxy.close()
-        self._proxies.clear()
+        self._proxies.close()
 
     def section(self, title: str, text: str) -> None:
         block = f"## {title}\n\n{text}\n"

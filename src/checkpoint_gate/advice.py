@@ -7,8 +7,10 @@ what the render shows (the file store's folder on an emptyDir) lives in the poli
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 Json = dict[str, Any]
 
@@ -62,6 +64,80 @@ def advise(values: Json) -> list[Advice]:
                 "runtime can read and write no checkpoint; list the collectors in "
                 "checkpoint.collectors (the pinned names are derived from them), or use "
                 "rbac.scope=namespace",
+            )
+        )
+    advice += egress_advice(values)
+    return advice
+
+
+def collector_endpoints(collectors: list[Json]) -> list[tuple[int, str, str]]:
+    """(index, endpoint, host) of every collector that reaches the network.
+
+    file:// object stores read a mounted folder; an s3:// one without endpointUrl talks to AWS
+    S3 (or $AWS_ENDPOINT_URL) by host name.
+    """
+    endpoints = []
+    for index, collector in enumerate(collectors):
+        url = str(collector.get("url", ""))
+        if collector.get("kind") == "objectstore":
+            if not url.startswith("s3://"):
+                continue
+            url = str(collector.get("endpointUrl", "https://s3.amazonaws.com"))
+        endpoints.append((index, url, host_of(url)))
+    return endpoints
+
+
+def host_of(url: str) -> str:
+    """The URL's host, or "" when the schema's URL characters do not make a parsable one."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def egress_advice(values: Json) -> list[Advice]:
+    """A restricted egress that allows none of the collectors' endpoints, or no name lookup."""
+    policy = values.get("networkPolicy", {})
+    egress = policy.get("egress", {})
+    if not (policy.get("enabled") and egress.get("restrict")):
+        return []
+    endpoints = collector_endpoints(values.get("checkpoint", {}).get("collectors") or [])
+    advice: list[Advice] = []
+    destinations = egress.get("to") or []
+    if endpoints and not destinations:
+        named = ", ".join(f"checkpoint.collectors[{i}] ({url})" for i, url, _ in endpoints)
+        advice.append(
+            Advice(
+                "VALUES-4",
+                "networkPolicy.egress.to",
+                f"networkPolicy.egress.restrict is true but networkPolicy.egress.to is empty, "
+                f"while {named} reach the network: no egress rule of this chart allows them, so "
+                "their polls fail unless another NetworkPolicy allows that traffic; list each "
+                "endpoint's addresses (cidrs) or pods (selectors) with its port in "
+                "networkPolicy.egress.to",
+            )
+        )
+    hosts = sorted({host for _, _, host in endpoints if host and not is_address(host)})
+    resolver_listed = any(
+        port.get("port") == 53 for entry in destinations for port in entry.get("ports", [])
+    )
+    if hosts and not egress.get("dns", {}).get("enabled") and not resolver_listed:
+        advice.append(
+            Advice(
+                "VALUES-5",
+                "networkPolicy.egress.dns.enabled",
+                f"networkPolicy.egress.restrict is true and DNS is not allowed, but the "
+                f"collectors name hosts ({', '.join(hosts)}): the runtime cannot resolve them; "
+                "set networkPolicy.egress.dns.enabled, or list your resolver with port 53 in "
+                "networkPolicy.egress.to",
             )
         )
     return advice

@@ -373,6 +373,25 @@ class FaultProxy:
             self._sockets.discard(sock)
 
 
+@dataclass
+class ProxyPool:
+    """Fault proxies in front of one control plane, made on demand and closed together."""
+
+    plane: ControlPlane
+    proxies: list[FaultProxy] = field(default_factory=list)
+
+    def make(self) -> FaultProxy:
+        proxy = FaultProxy.in_front_of(self.plane)
+        self.proxies.append(proxy)
+        return proxy
+
+    def close(self) -> None:
+        """Close every proxy made so far; the pool stays usable."""
+        for proxy in self.proxies:
+            proxy.close()
+        self.proxies.clear()
+
+
 class _UpstreamLink:
     """The proxy's own keep-alive connection to the API server for one client connection."""
 

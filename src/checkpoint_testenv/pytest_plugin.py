@@ -17,7 +17,7 @@ import pytest
 
 from checkpoint_testenv import binaries, helm, s3server
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
-from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool
 from checkpoint_testenv.node import images, preflight
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.s3server import S3Server, start_s3_server
@@ -177,16 +177,9 @@ def chart_install(control_plane: ControlPlane) -> ChartInstaller:
 @pytest.fixture
 def fault_proxy(control_plane: ControlPlane) -> Iterator[ProxyFactory]:
     """Factory of fault-injecting proxies in front of the API server, closed after the test."""
-    proxies: list[FaultProxy] = []
-
-    def make() -> FaultProxy:
-        proxy = FaultProxy.in_front_of(control_plane)
-        proxies.append(proxy)
-        return proxy
-
-    yield make
-    for proxy in proxies:
-        proxy.close()
+    pool = ProxyPool(control_plane)
+    yield pool.make
+    pool.close()
 
 
 @pytest.fixture(scope="module")

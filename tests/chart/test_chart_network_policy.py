@@ -27,6 +27,10 @@ from chart_helpers import (
 )
 from helm_python import Chart
 from helm_python.errors import HelmRenderError, HelmValuesError
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from checkpoint_testenv.controlplane import ControlPlane  # type: ignore[import-untyped, unused-ignore]
 
 RESTRICTED = load_yaml(ROOT / "ci" / "restricted-egress-values.yaml")
 API_CIDRS = ["10.96.0.1/32", "172.18.0.2/32"]
@@ -243,3 +247,89 @@ def test_templates_refuse_an_open_restriction_even_without_the_schema(
     with pytest.raises(HelmRenderError) as refused:
         unchecked_chart.render(values=overrides, name="cr", namespace="ns")
     assert f"checkpoint-runtime: invalid values: {message}" in str(refused.value)
+
+
+# --- CIDRs: the chart admits exactly what the API server accepts -------------------------------
+
+CIDR_EDGES = [
+    "0.0.0.0/0",
+    "10.96.0.1/32",
+    "10.0.0.0/24",
+    "10.0.0.128/25",
+    "255.255.255.255/32",
+    "::/0",
+    "::1/128",
+    "fd00::a/128",
+    "2001:DB8::/32",
+    "2001:db8:0:0:0:0:0:1/128",
+    "1:2:3:4:5:6:7::/112",
+    "1:b2dc::/103",
+    "8000::/1",
+    # refused
+    "10.0.0.1/24",  # bits set beyond the prefix: only the template sees them
+    "10.0.0.64/25",
+    "1:B2DC::e/103",
+    "::2:3:4:5:6:7:8/64",
+    "ffff::/1",
+    "10.96.0.1",
+    "10.0.0.256/32",
+    "10.0.0.0/33",
+    ":dF:7:c0E:D::DE:e7F8/55",
+    "1::2::3/64",
+    "fe80::1%eth0/64",
+]
+ACCEPTED = set(CIDR_EDGES[:13])
+
+
+def chart_admits(chart: Chart, cidr: str) -> bool:
+    values = restricted(apiServer={"cidrs": [cidr]})
+    try:
+        chart.render(values=values, name="cr", namespace="ns")
+    except HelmValuesError:
+        return False
+    except HelmRenderError as refused:
+        if f"networkPolicy.egress.apiServer.cidrs[0]: {cidr} has bits set" not in str(refused):
+            raise
+        return False
+    return True
+
+
+def api_server_accepts(api: client.ApiClient, namespace: str, cidr: str) -> bool:
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "cidr"},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": cidr}}], "ports": [{"port": 443}]}],
+        },
+    }
+    try:
+        client.NetworkingV1Api(api).create_namespaced_network_policy(
+            namespace, policy, dry_run="All"
+        )
+    except ApiException as error:
+        if error.status != 422:
+            raise
+        return False
+    return True
+
+
+def test_the_chart_admits_the_cidrs_the_api_server_accepts(
+    chart: Chart, control_plane: ControlPlane
+) -> None:
+    assert {cidr for cidr in CIDR_EDGES if chart_admits(chart, cidr)} == ACCEPTED
+    namespace = control_plane.create_namespace("cidr")
+    with control_plane.admin_api() as api:
+        accepted = {cidr for cidr in CIDR_EDGES if api_server_accepts(api, namespace, cidr)}
+    assert accepted == ACCEPTED
+
+
+def test_destination_cidrs_are_checked_too(chart: Chart) -> None:
+    values = restricted(to=[{"cidrs": ["10.0.0.0/8", "10.1.2.3/16"], "ports": [{"port": 443}]}])
+    with pytest.raises(HelmRenderError) as refused:
+        chart.render(values=values, name="cr", namespace="ns")
+    assert "networkPolicy.egress.to[0].cidrs[1]: 10.1.2.3/16 has bits set beyond" in str(
+        refused.value
+    )

@@ -93,3 +93,85 @@ def test_file_store_on_an_empty_dir_warns_from_the_render(gate: Gate) -> None:
     assert "emptyDir" in message
     assert "checkpoint.file.existingClaim" in message
     assert warnings_of(gate, {"checkpoint": {"store": "file", "file": CLAIM}}, "STORE-1") == []
+
+
+API = {"cidrs": ["10.96.0.1/32"]}
+S3_IN_CLUSTER = {
+    "kind": "objectstore",
+    "feed": "audit",
+    "url": "s3://audit/",
+    "endpointUrl": "http://s3.storage.svc:8333",
+}
+FLOWS_BY_ADDRESS = {"kind": "flowlogs", "url": "http://10.20.30.40:8080/flows"}
+FILE_OBJECTSTORE = {"kind": "objectstore", "feed": "local", "url": "file:///var/lib/feeds/a"}
+TO_S3 = [{"cidrs": ["10.0.0.0/8"], "ports": [{"port": 8333}]}]
+
+
+def restricted_egress(collectors: list[dict[str, Any]], **egress: Any) -> dict[str, Any]:
+    return {
+        "checkpoint": {"collectors": collectors},
+        "networkPolicy": {
+            "enabled": True,
+            "egress": {"restrict": True, "apiServer": API, **egress},
+        },
+    }
+
+
+def test_restricted_egress_without_destinations_for_network_collectors_warns(gate: Gate) -> None:
+    values = restricted_egress([S3_IN_CLUSTER, FLOWS_BY_ADDRESS, FILE_OBJECTSTORE])
+    ((key, message),) = warnings_of(gate, values, "VALUES-4")
+    assert key == "networkPolicy.egress.to"
+    assert "checkpoint.collectors[0] (http://s3.storage.svc:8333)" in message
+    assert "checkpoint.collectors[1] (http://10.20.30.40:8080/flows)" in message
+    assert "collectors[2]" not in message  # a file:// object store reads a mounted folder
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        restricted_egress([S3_IN_CLUSTER], to=TO_S3),
+        restricted_egress([FILE_OBJECTSTORE]),
+        restricted_egress([]),
+        {"checkpoint": {"collectors": [S3_IN_CLUSTER]}, "networkPolicy": {"enabled": True}},
+    ],
+    ids=["destination-listed", "file-objectstore", "no-collectors", "egress-open"],
+)
+def test_no_egress_destination_warning_when_nothing_is_blocked(
+    gate: Gate, values: dict[str, Any]
+) -> None:
+    assert warnings_of(gate, values, "VALUES-4") == []
+
+
+def test_restricted_egress_without_dns_for_host_names_warns(gate: Gate) -> None:
+    aws = {"kind": "objectstore", "feed": "aws", "url": "s3://bucket/prefix/"}
+    collectors = [S3_IN_CLUSTER, aws, FLOWS_BY_ADDRESS]
+    values = restricted_egress(collectors, to=TO_S3, dns={"enabled": False})
+    ((key, message),) = warnings_of(gate, values, "VALUES-5")
+    assert key == "networkPolicy.egress.dns.enabled"
+    assert "(s3.amazonaws.com, s3.storage.svc)" in message
+
+
+def test_an_unparsable_endpoint_is_still_named(gate: Gate) -> None:
+    """The schema admits URLs urlsplit cannot parse (e.g. a stray "]"): still a network peer."""
+    odd = {"kind": "flowlogs", "url": "https://r]%95"}
+    ((_, message),) = warnings_of(gate, restricted_egress([odd]), "VALUES-4")
+    assert "checkpoint.collectors[0] (https://r]%95)" in message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        restricted_egress([S3_IN_CLUSTER], to=TO_S3),
+        restricted_egress([FLOWS_BY_ADDRESS], to=TO_S3, dns={"enabled": False}),
+        restricted_egress(
+            [S3_IN_CLUSTER],
+            dns={"enabled": False},
+            to=[*TO_S3, {"cidrs": ["169.254.20.10/32"], "ports": [{"port": 53}]}],
+        ),
+    ],
+    ids=["dns-allowed", "addresses-only", "resolver-listed"],
+)
+def test_no_dns_warning_when_names_resolve_or_none_are_used(
+    gate: Gate, values: dict[str, Any]
+) -> None:
+    assert warnings_of(gate, values, "VALUES-5") == []

@@ -19,6 +19,7 @@ against the full schema once more.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from functools import cache
@@ -218,6 +219,25 @@ def requests_at_most_limits(values: Json) -> Json:
     return repaired
 
 
+def cidrs_without_host_bits(values: Json) -> Json:
+    """The same document with every egress CIDR replaced by its network address.
+
+    The schema's pattern cannot see bits beyond the prefix (10.0.0.1/24), which the API server
+    refuses and the templates refuse by name; the network address keeps the drawn prefix.
+    """
+    repaired = json.loads(json.dumps(values))
+    egress = repaired.get("networkPolicy", {}).get("egress", {})
+    holders = [egress.get("apiServer", {}), *egress.get("to", [])]
+    for holder in holders:
+        if "cidrs" in holder:
+            holder["cidrs"] = list(
+                dict.fromkeys(
+                    str(ipaddress.ip_network(cidr, strict=False)) for cidr in holder["cidrs"]
+                )
+            )
+    return repaired
+
+
 def collector_namespace(collector: Json) -> str:
     """The collector's shard namespace: [<tailnet>/]flowlogs or [<tailnet>/]objectstore/<feed>."""
     parts = [collector["tailnet"]] if collector.get("tailnet") else []
@@ -244,11 +264,13 @@ def service_name_starts_with_a_letter(values: Json) -> bool:
 
 def renderable_values_documents(schema_path: Path) -> st.SearchStrategy[Json]:
     """Valid documents that also pass the templates' own cross-field checks (requests within
-    limits, one collector per collector namespace): relations JSON Schema cannot express, which
-    the chart refuses with a named error (the chart's own tests cover those refusals)."""
+    limits, one collector per collector namespace, CIDRs without host bits): relations JSON
+    Schema cannot express, which the chart refuses with a named error (the chart's own tests
+    cover those refusals)."""
     return (
         values_documents(schema_path)
         .map(requests_at_most_limits)
+        .map(cidrs_without_host_bits)
         .filter(collector_namespaces_unique)
         .filter(service_name_starts_with_a_letter)
     )

@@ -160,12 +160,7 @@ def test_sigterm_flushes_and_releases_the_lease_for_an_immediate_takeover(
         "retryPeriodSeconds": 0.5,
     }
     kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
-    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
-    procs.append(a.start())
-    wait_for(a.leading, 20, "a leads")
-    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
-    procs.append(b.start())
-    b.wait_ready()
+    a, b = leader_and_standby(tmp_path, config, kubeconfig, procs)
     write_objects(bucket, ["x-0.json", "x-1.json", "x-2.json"])
     wait_for(lambda: len(a.objects()) == 3, 20, "a emits")
     # An idle change (an object vanished) only goes through the debounced persist...
@@ -259,12 +254,7 @@ def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
     deadline has passed, so it stops before emitting or writing, and exits non-zero."""
     config = runtime_config(release, bucket)
     kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
-    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
-    procs.append(a.start())
-    wait_for(a.leading, 20, "a leads")
-    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
-    procs.append(b.start())
-    b.wait_ready()
+    a, b = leader_and_standby(tmp_path, config, kubeconfig, procs)
     first = [f"p-{i}.json" for i in range(5)]
     write_objects(bucket, first)
     wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 5, 20, "a stored the first")
@@ -305,15 +295,7 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
         f"{SHARD}/seen/{object_id(name)}": "2026-03-01T00:00:00.000000000Z" for name in migrated
     }
     rows[f"{SHARD}/cursor"] = migrated[-1]
-    value = encode_legacy(rows)
-    with control_plane.admin_api() as api:
-        client.CoreV1Api(api).create_namespaced_config_map(
-            namespace,
-            client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name="old-checkpoints"),
-                data={LEGACY_DATA_KEY: value},
-            ),
-        )
+    value = create_legacy(control_plane, namespace, rows)
     release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
     config = runtime_config(release, bucket)
     assert config["store"]["legacyConfigMap"] == "old-checkpoints"
@@ -343,10 +325,38 @@ def create_legacy(plane: ControlPlane, namespace: str, rows: dict[str, str]) -> 
     return value
 
 
+def leader_and_standby(
+    tmp_path: Path, config: dict[str, Any], kubeconfig: Path, procs: list[RuntimeProcess]
+) -> tuple[RuntimeProcess, RuntimeProcess]:
+    """`runtime-a` started until it leads, then `runtime-b` started until it is a ready standby."""
+    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(a.start())
+    wait_for(a.leading, 20, "a leads")
+    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(b.start())
+    b.wait_ready()
+    return a, b
+
+
 def fatal_log(proc: RuntimeProcess) -> dict[str, Any]:
     fatal = [e for e in proc.logs() if e.get("msg", "").startswith("lifecycle ended")]
     assert len(fatal) == 1, proc.logs()
     return fatal[0]
+
+
+def failed_start(
+    release: Release, bucket: Path, tmp_path: Path, name: str, procs: list[RuntimeProcess]
+) -> dict[str, Any]:
+    """Run a runtime of `release` that must exit 1 while starting; its one fatal log entry."""
+    proc = RuntimeProcess(
+        tmp_path,
+        name,
+        runtime_config(release, bucket),
+        release.write_kubeconfig(tmp_path / f"{name}.kubeconfig"),
+    )
+    procs.append(proc.start())
+    assert proc.wait_exit(30) == 1
+    return fatal_log(proc)
 
 
 def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
@@ -366,16 +376,8 @@ def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
     )
     release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
     release.revoke("configmaps", "create")
-    proc = RuntimeProcess(
-        tmp_path,
-        "runtime-a",
-        runtime_config(release, bucket),
-        release.write_kubeconfig(tmp_path / "k"),
-    )
-    procs.append(proc.start())
 
-    assert proc.wait_exit(30) == 1
-    fatal = fatal_log(proc)
+    fatal = failed_start(release, bucket, tmp_path, "runtime-a", procs)
     assert fatal["error"] == "ExceptionGroup"
     assert "sub-exception" not in fatal["msg"]
     causes = sorted(fatal["causes"], key=lambda cause: cause["shard"])
@@ -413,16 +415,8 @@ def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empt
 
     second = chart_install(values, namespace, release="again")
     assert second.lease_name != first.lease_name
-    other = RuntimeProcess(
-        tmp_path,
-        "runtime-b",
-        runtime_config(second, bucket),
-        second.write_kubeconfig(tmp_path / "b"),
-    )
-    procs.append(other.start())
 
-    assert other.wait_exit(30) == 1
-    fatal = fatal_log(other)
+    fatal = failed_start(second, bucket, tmp_path, "runtime-b", procs)
     assert fatal["error"] == "LegacyMigratedElsewhereError"
     assert repr(first.lease_name) in fatal["msg"]
     assert "--start-empty" in fatal["msg"]

@@ -56,4 +56,57 @@ the API server: an egress rule without destinations would allow every address in
 {{- fail "checkpoint-runtime: invalid values: networkPolicy.egress.apiServer.cidrs is required when networkPolicy.egress.restrict is true with the kubernetes store: list the kubernetes Service's ClusterIP and the API server's endpoint addresses (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)" }}
 {{- end }}
 {{- end }}
+{{- range $index, $cidr := $policy.egress.apiServer.cidrs }}
+{{- include "checkpoint-runtime.checkCidr" (list (printf "networkPolicy.egress.apiServer.cidrs[%d]" $index) $cidr) }}
+{{- end }}
+{{- range $entry, $destination := $policy.egress.to }}
+{{- range $index, $cidr := $destination.cidrs }}
+{{- include "checkpoint-runtime.checkCidr" (list (printf "networkPolicy.egress.to[%d].cidrs[%d]" $entry $index) $cidr) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A CIDR with bits set beyond its prefix (10.0.0.1/24) is refused by the API server; the pattern
+of the schema cannot see bits, so the chart checks them here, naming the key. The address is read
+as groups (IPv4: 4 decimal octets of 8 bits; IPv6: 8 hexadecimal groups of 16 bits, "::"
+expanded), and every bit past the prefix must be zero. Call with (list "<values path>" <cidr>).
+*/}}
+{{- define "checkpoint-runtime.checkCidr" -}}
+{{- $path := index . 0 }}
+{{- $cidr := index . 1 }}
+{{- $address := lower (index (splitList "/" $cidr) 0) }}
+{{- $prefix := atoi (index (splitList "/" $cidr) 1) }}
+{{- $groups := list }}
+{{- $width := 8 }}
+{{- if contains "." $address }}
+{{- range splitList "." $address }}{{ $groups = append $groups (atoi .) }}{{ end }}
+{{- else }}
+{{- $width = 16 }}
+{{- $digits := dict "0" 0 "1" 1 "2" 2 "3" 3 "4" 4 "5" 5 "6" 6 "7" 7 "8" 8 "9" 9 "a" 10 "b" 11 "c" 12 "d" 13 "e" 14 "f" 15 }}
+{{- $halves := splitList "::" $address }}
+{{- $texts := list }}
+{{- range $index, $half := $halves }}
+{{- $part := list }}
+{{- if $half }}{{ $part = splitList ":" $half }}{{ end }}
+{{- if eq $index 1 }}
+{{- range until (int (sub 8 (add (len $texts) (len $part)))) }}{{ $texts = append $texts "0" }}{{ end }}
+{{- end }}
+{{- $texts = concat $texts $part }}
+{{- end }}
+{{- range $texts }}
+{{- $value := 0 }}
+{{- range splitList "" . }}{{ $value = add (mul $value 16) (get $digits .) }}{{ end }}
+{{- $groups = append $groups $value }}
+{{- end }}
+{{- end }}
+{{- range $index, $value := $groups }}
+{{- $start := mul $index $width }}
+{{- $hostBits := min $width (max 0 (sub (add $start $width) $prefix)) }}
+{{- $block := 1 }}
+{{- range until (int $hostBits) }}{{ $block = mul $block 2 }}{{ end }}
+{{- if mod $value $block }}
+{{- fail (printf "checkpoint-runtime: invalid values: %s: %s has bits set beyond the /%d prefix (the API server refuses it); use the network address of the range" $path $cidr $prefix) }}
+{{- end }}
+{{- end }}
 {{- end }}

@@ -8,7 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from helm_python import Chart
+from helm_python.errors import HelmValuesError
 from jsonschema import Draft202012Validator, ValidationError
 
 from checkpoint_gate.goyaml import GoYamlLoader
@@ -80,3 +83,18 @@ def error_paths(schema: dict[str, Any], document: dict[str, Any]) -> set[str]:
     for error in Draft202012Validator(schema).iter_errors(document):
         visit(error)
     return paths
+
+
+def schema_rejection(
+    chart: Chart,
+    values_schema: dict[str, Any],
+    default_values: dict[str, Any],
+    overrides: dict[str, Any],
+    path: str,
+) -> str:
+    """Assert that jsonschema names `path` among the errors of the coalesced values and that
+    Helm's own schema check refuses `overrides`; Helm's message, for the caller to check."""
+    assert path in error_paths(values_schema, coalesce(default_values, overrides))
+    with pytest.raises(HelmValuesError) as rejected:
+        chart.validate_schema(overrides)
+    return str(rejected.value)

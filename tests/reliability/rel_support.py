@@ -14,12 +14,9 @@ from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, W
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError
 from checkpoint_runtime.format.legacy import LegacyState
-from checkpoint_testenv.support.kubetarget import KubeTarget, StoredState
 
 __all__ = [
     "CountingBackend",
-    "KubeTarget",
-    "StoredState",
     "is_named",
     "leaf_errors",
     "rss_bytes",

@@ -45,8 +45,9 @@ class FaultCase:
     """The write creates a new shard (POST) instead of updating one (PUT)."""
     settle: float = 0.0
     """Seconds to wait after the write for requests the proxy still holds."""
-    ci: bool = True
-    """Run in CI (False: soak only, e.g. a case whose outcome depends on server timing)."""
+    soak_only: str = ""
+    """Why the case runs only in the soak (e.g. its outcome depends on server timing); empty:
+    it runs in CI too. The CI test reports it as skipped with this reason."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ CASES = [
         "kube-apiserver SIGKILLed and restarted with no gate: the store may reach it before "
         "its RBAC cache is synced (403 on the read-back, which it keeps resolving)",
         (COMMIT,),
-        ci=False,
+        soak_only="soak only: whether the read-back meets the 403 window of a restarted server "
+        "before its RBAC cache syncs depends on server timing",
     ),
     FaultCase(
         "apiserver-down-past-deadline",

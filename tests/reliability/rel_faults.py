@@ -23,6 +23,7 @@ from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget, StoredState
+from checkpoint_testenv.support.polling import wait_settled
 
 FEED = "tn/objectstore/feed-a"
 NEW_FEED = "tn/objectstore/feed-new"
@@ -283,15 +284,9 @@ class FaultRunner:
 
     def _settled(self, lease: str) -> dict[str, StoredState]:
         """The stored state once it stopped changing (a server may still commit a held write)."""
-        deadline = time.monotonic() + SETTLE_LIMIT
-        state = self.target.stored(lease)
-        while time.monotonic() < deadline:
-            time.sleep(SETTLE_QUIET)
-            again = self.target.stored(lease)
-            if again == state:
-                return state
-            state = again
-        raise AssertionError(f"the stored state kept changing for {SETTLE_LIMIT} s")
+        return wait_settled(
+            lambda: self.target.stored(lease), SETTLE_QUIET, SETTLE_LIMIT, "the stored state"
+        )
 
     def _check_after(self, lease: str, key: str, acknowledged: bool) -> str:
         """The invariants after recovery; returns which value the API holds."""

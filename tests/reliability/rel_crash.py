@@ -212,7 +212,7 @@ class KubePlace(Place):
         return sorted(
             (item.metadata.name, item.metadata.resource_version)
             for item in items
-            if item.metadata.name.startswith(self.lease)
+            if item.metadata.name.startswith(self.lease + "-")
         )
 
     def settle(self) -> None:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
@@ -30,10 +29,11 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
 from checkpoint_runtime.ops import inspection
-from checkpoint_runtime.runtime import credentials, projection
+from checkpoint_runtime.runtime import projection
 from checkpoint_runtime.runtime.settings import load_settings
-from checkpoint_runtime.store import migration
-from checkpoint_runtime.store.core import Store
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
@@ -72,6 +72,8 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
         if store.backend == "file":
             path = path or store.path
         else:
+            from checkpoint_runtime.runtime import credentials  # the Kubernetes client
+
             namespace = namespace or credentials.coordination_namespace(store.namespace)
     chosen = lease is not None
     lease = lease or DEFAULT_STORE_NAME
@@ -81,6 +83,10 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     if path is not None:
         backend = FileBackend(path, lease, legacy, read_only=read_only)
         return _Selection(backend, deadline, chosen, str(path))
+    # The Kubernetes client (credentials, backend) is imported only for a cluster store.
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.runtime import credentials
+
     configuration = credentials.kube_configuration(args.kubeconfig)
     backend_k = KubernetesBackend(configuration, namespace, lease, legacy)
     return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
@@ -112,6 +118,9 @@ def _print(args: argparse.Namespace, document: Any, text: str) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.store import migration
+    from checkpoint_runtime.store.core import Store  # the store and its metrics: not for project
+
     selection = _select(args, read_only=True)
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
@@ -182,6 +191,9 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.store import migration
+    from checkpoint_runtime.store.core import Store
+
     backend, deadline = _backend(args)
     store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
     legacy = backend.read_legacy(store.new_deadline())

@@ -142,6 +142,9 @@ PROJECTION_GAP_ROWS: Final = 16
 USER_CACHE_ENV: Final = "XDG_CACHE_HOME"
 USER_CACHE_FOLDER: Final = "checkpoint-runtime"
 PROJECTION_CACHE_KIND: Final = "projection-v1"
+# the gate's policy module compiled by wasmtime (serialized), keyed by the module's digest and
+# the wasmtime version
+POLICY_CACHE_KIND: Final = "policy-wasm-v1"
 
 # ids are stored base64-decoded only when that shrinks their compressed column
 # to at most this fraction: decoding has to re-encode every such id, which costs time (measured:

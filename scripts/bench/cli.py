@@ -153,8 +153,9 @@ def table(
     notes = [
         f"{rounds} rounds, every command once a round in rotating order (after one warm-up run "
         "each); wall = spawn to exit of `python -m checkpoint_runtime ...`; CPU = the child's "
-        "user + system time; bytecode caching on, as in an installed package. Store: one feed shard of 5000 uuid-shaped seen rows on the file "
-        "store; `gate -q` on the chart's defaults.",
+        "user + system time; bytecode caching on, as in an installed package. Store: one "
+        "feed shard of 5000 uuid-shaped seen rows on the file store; `gate -q` on the chart's "
+        "defaults.",
         f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
         f"({os.cpu_count()} CPUs)",
     ]

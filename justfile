@@ -78,7 +78,7 @@ scanners-build:
 
 # the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build lint typecheck fmt-check gen-check policy-check (test "--durations=25")
 
 # ruff lint and yamllint on the chart
 [group('check')]

@@ -78,6 +78,8 @@ def test_a_file_store_command_imports_no_kubernetes_client(
     assert heavy(modules, NEVER) == []
     if command != "inspect":  # inspect opens the store, which keeps its series
         assert heavy(modules, NO_STORE) == []
+    else:  # and reads no runtime config: no schema validator, no projection
+        assert heavy(modules, ("jsonschema", "checkpoint_runtime.runtime.projection")) == []
 
 
 def test_the_kubernetes_store_still_loads_its_client(tmp_path: Path) -> None:

@@ -29,14 +29,20 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
 from checkpoint_runtime.ops import inspection
-from checkpoint_runtime.runtime import projection
-from checkpoint_runtime.runtime.settings import load_settings
 
 if TYPE_CHECKING:
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
+
+
+def _load_settings(path: str) -> RuntimeSettings:
+    """The runtime config (imported when a command reads one: `inspect --path` does not)."""
+    from checkpoint_runtime.runtime.settings import load_settings
+
+    return load_settings(path)
 
 
 def _store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +72,7 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     lease, legacy, path, namespace = args.lease_name, args.legacy_name, args.path, args.namespace
     deadline = DEFAULT_DEADLINE_SECONDS
     if args.config:
-        store = load_settings(args.config).store
+        store = _load_settings(args.config).store
         lease, legacy = lease or store.lease_name, legacy or store.legacy_config_map
         deadline = store.deadline_seconds
         if store.backend == "file":
@@ -127,7 +133,7 @@ def _inspect(args: argparse.Namespace) -> int:
     store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
     configured = None
     if args.config:  # mark the shards no collector of this config owns
-        configured = {collector.namespace for collector in load_settings(args.config).collectors}
+        configured = {c.namespace for c in _load_settings(args.config).collectors}
     document = inspection.report(store, configured)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
@@ -167,7 +173,9 @@ PROJECTION_COLUMNS = (
 
 
 def _project(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
+    from checkpoint_runtime.runtime import projection
+
+    settings = _load_settings(args.config)
     projections = projection.project(settings, args.shape)
     rows = [item.as_dict() for item in projections]
     text = inspection.table(

@@ -8,6 +8,7 @@ against the Kubernetes schemas, the rendered runtime config through the runtime'
 check (what `checkpoint-runtime run` would refuse, named by its values key), and the policies
 are evaluated. Every finding is printed with its rule and object; the exit status is 1 when
 anything is denied, 2 when the values cannot be read (a one-line `error:` naming the file).
+`--output -` prints the manifests the gate rendered (no separate helm needed).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     results: list[tuple[str, GateResult]] = []
     stdout = sys.stdout
     # With the manifests on stdout, the report goes to stderr.
-    report = contextlib.redirect_stdout(sys.stderr) if args.output == "-" else nullcontext()
-    with report:
+    to_stderr = args.output == "-"
+    with contextlib.redirect_stdout(sys.stderr) if to_stderr else contextlib.nullcontext():
         for name, values in documents:
             result = gate.run(values, release=args.release, namespace=args.namespace)
             results.append((name, result))

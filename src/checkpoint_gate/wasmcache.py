@@ -21,7 +21,7 @@ import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 import opapywasm.policy
 import opapywasm.runtime
@@ -109,10 +109,14 @@ def _data_reach(wasm: bytes, at: int) -> int:
 
 
 def cache_key(wasm: bytes) -> str:
-    """The module, the engine that compiles it, and the engine's settings."""
-    return usercache.digest(
-        hashlib.sha256(wasm).hexdigest(), "wasmtime", version("wasmtime"), "epoch_interruption"
-    )
+    """The module, the engine that compiles it, and the engine's settings. (wasmtime also
+    refuses an artifact of another version or configuration itself: that is a miss.)"""
+    try:
+        engine = version("wasmtime")
+    except PackageNotFoundError:
+        engine = "unknown"
+    digest = hashlib.sha256(wasm).hexdigest()
+    return usercache.digest(digest, "wasmtime", engine, "epoch_interruption")
 
 
 def compiled_module(engine: wasmtime.Engine, wasm: bytes) -> wasmtime.Module:

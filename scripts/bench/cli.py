@@ -133,7 +133,7 @@ def table(
     this, *others = trees
     headers = ["command", "wall s min / median / max", "CPU s median", "target"]
     for other in others:
-        headers += [f"{other}: wall median", "ratio (this / that)"]
+        headers += [f"{other}: wall median", f"{other}: CPU median", "wall ratio (this / that)"]
     rows = []
     for command in found:
         mine = samples[(this, command.name)]
@@ -147,7 +147,11 @@ def table(
         for other in others:
             theirs = samples[(other, command.name)]
             ratio = statistics.median(mine.wall) / statistics.median(theirs.wall)
-            row += [f"{statistics.median(theirs.wall):.3f}", f"{ratio:.2f}"]
+            row += [
+                f"{statistics.median(theirs.wall):.3f}",
+                f"{statistics.median(theirs.cpu):.3f}",
+                f"{ratio:.2f}",
+            ]
         rows.append(row)
     rounds = len(samples[(this, found[0].name)].wall)
     notes = [
@@ -161,6 +165,10 @@ def table(
     ]
     if others:
         notes.append(f"trees: {', '.join(f'{name} = {path}' for name, path in trees.items())}")
+    notes.append(
+        "On a loaded machine wall time is CPU time stretched by the wait for a core; the CPU "
+        "column is what a process needs of an idle one."
+    )
     return Table("CLI start-up, whole processes", headers, rows, notes)
 
 

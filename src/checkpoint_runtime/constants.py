@@ -148,3 +148,14 @@ BASE64_TRIAL_ROWS: Final = 1000  # rows of a group the decision is measured on
 # prefixes would share at most this many characters more per entry on average (measured: UUID
 # names in time order share ~0.1 more; sequential names and sorted timestamps share many more).
 UNIFORM_PREFIX_SLACK: Final = 0.5
+
+# etcd past its space quota refuses every write before applying it; the API server answers 500
+# with this message (measured on the test API server). A definitive "not committed".
+ETCD_NOSPACE_MESSAGE: Final = "etcdserver: mvcc: database space exceeded"
+# after such a refusal a store sends no write for this long, doubling after each further
+# refusal up to the maximum; then one write probes whether space was freed. At most one write
+# per hold-off reaches a full etcd, and a store notices within a minute that it was repaired.
+ETCD_SPACE_FIRST_HOLD_SECONDS: Final = 5.0
+ETCD_SPACE_MAX_HOLD_SECONDS: Final = 60.0
+# the gauge (1 while stopped); its counter of refusals is exported as `<name>_total`.
+METRIC_ETCD_SPACE_EXCEEDED: Final = "checkpoint_store_etcd_space_exceeded"

@@ -81,6 +81,24 @@ class WriteUncertainError(CheckpointError):
         self.detail = detail
 
 
+class EtcdSpaceExceededError(CheckpointError):
+    """etcd refused the write because its database is over its space quota (the API server's
+    500 `etcdserver: mvcc: database space exceeded`): definitely not committed. The store sends
+    no further write until `retry_after` seconds have passed; then one write probes whether
+    space was freed. Every write in the cluster fails the same way until an operator frees
+    space (compact, defragment, disarm the NOSPACE alarm)."""
+
+    def __init__(self, shard: str, detail: str, retry_after: float) -> None:
+        super().__init__(
+            f"shard {shard!r}: etcd's database is full, nothing was written: {detail}; no write "
+            f"is sent for {retry_after:.3g} s (an operator must free etcd space: compact, "
+            "defragment, disarm the NOSPACE alarm)"
+        )
+        self.shard = shard
+        self.detail = detail
+        self.retry_after = retry_after
+
+
 class OversizeError(CheckpointError):
     """An encoded shard exceeds what the API server admits; nothing was written or dropped."""
 
@@ -276,6 +294,7 @@ __all__ = [
     "CorruptShardError",
     "DeadlineExceeded",
     "EpochFencedError",
+    "EtcdSpaceExceededError",
     "ForeignShardError",
     "KeyGrammarError",
     "LegacyConflictError",

@@ -10,6 +10,9 @@ Rules this module enforces:
   committed and the identical write is sent again after a pause (checkpoint_runtime.backends.retry:
   jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
+- etcd's NOSPACE refusal (500 `etcdserver: mvcc: database space exceeded`) is definitive too:
+  EtcdSpaceExceededError at once, no read-back, no re-send; the backend's EtcdSpaceGate then
+  sends no write until its hold-off has passed (checkpoint_runtime.backends.etcdspace);
 - every request's timeout is bounded by the operation's remaining deadline.
 """
 
@@ -27,6 +30,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate, is_etcd_space_exceeded
 from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
@@ -86,8 +90,15 @@ def _is_uncertain(error: BaseException) -> bool:
         return True
     if isinstance(error, ApiException):
         status = int(error.status or 0)
+        if status == 500 and _is_space_exceeded(error):
+            return False  # etcd refused it before applying it: definitely not committed
         return status == 0 or status == 429 or status >= 500
     return False
+
+
+def _is_space_exceeded(error: ApiException) -> bool:
+    status = ApiStatus.of(error)
+    return is_etcd_space_exceeded(status.code, status.message)
 
 
 def _definitive_answer(error: BaseException) -> ApiException | None:
@@ -107,6 +118,7 @@ class KubernetesBackend:
         lease_name: str,
         legacy_name: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        space: EtcdSpaceGate | None = None,
     ) -> None:
         own = copy.deepcopy(configuration)
         own.retries = 0  # never let urllib3 re-send a PUT (urllib3 retries silently by default)
@@ -117,6 +129,8 @@ class KubernetesBackend:
         self.lease_name = lease_name
         self.legacy_name = legacy_name
         self.request_timeout = request_timeout
+        self.space = space if space is not None else EtcdSpaceGate()
+        """Stops this backend's writes while etcd's database is full."""
 
     def describe(self) -> str:
         return f"namespace {self.namespace} (store {self.lease_name})"
@@ -257,6 +271,8 @@ class KubernetesBackend:
 
     def _definitive(self, write: ShardWrite, error: ApiException) -> Exception:
         status = ApiStatus.of(error)
+        if is_etcd_space_exceeded(status.code, status.message):
+            return self.space.refused(write.shard, status.message)
         if status.code == 409:
             exists = status.reason == "AlreadyExists"
             detail = "already exists" if exists else "resourceVersion changed"
@@ -293,6 +309,19 @@ class KubernetesBackend:
         )
 
     def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> WriteResult:
+        """One shard write, unless etcd's NOSPACE stopped writes (EtcdSpaceExceededError
+        without a request); a commit tells the gate that etcd has space."""
+        probe = self.space.admit(write.shard)
+        try:
+            result = self._write_once(write, version, deadline)
+        finally:
+            self.space.settled(probe)
+        self.space.committed()
+        return result
+
+    def _write_once(
+        self, write: ShardWrite, version: str | None, deadline: Deadline
+    ) -> WriteResult:
         try:
             return WriteResult(self._send(write, version, deadline))
         except (ApiException, urllib3.exceptions.HTTPError) as error:
@@ -388,6 +417,9 @@ class KubernetesBackend:
                 answer = _definitive_answer(error)
                 if answer is not None and answer.status == 409:
                     raise ConflictError(legacy.name, "legacy checkpoint changed") from None
+                if answer is not None and _is_space_exceeded(answer):
+                    message = ApiStatus.of(answer).message
+                    raise self.space.refused(legacy.name, message) from None
                 if answer is not None:
                     raise self._refused("marking the legacy checkpoint", answer) from None
                 last = error

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from kubernetes import client
 
 from checkpoint_runtime.backends.base import Backend
+from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
@@ -149,7 +150,11 @@ class Runtime:
         configuration.retries = 0
         namespace = credentials.coordination_namespace(store.namespace)
         backend = KubernetesBackend(
-            configuration, namespace, store.lease_name, store.legacy_config_map
+            configuration,
+            namespace,
+            store.lease_name,
+            store.legacy_config_map,
+            space=EtcdSpaceGate(self.metrics.store.registry),
         )
         api = client.ApiClient(configuration) if self.settings.election_enabled else None
         return backend, api

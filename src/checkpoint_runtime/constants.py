@@ -159,3 +159,16 @@ ETCD_SPACE_FIRST_HOLD_SECONDS: Final = 5.0
 ETCD_SPACE_MAX_HOLD_SECONDS: Final = 60.0
 # the gauge (1 while stopped); its counter of refusals is exported as `<name>_total`.
 METRIC_ETCD_SPACE_EXCEEDED: Final = "checkpoint_store_etcd_space_exceeded"
+
+# gzip-shards-v3: a head object (the commit point) and chunk slots `<head>-c<generation><index>`,
+# two generations per index; `maxChunks` slots per generation (chart checkpoint.maxChunks).
+CHUNK_GENERATIONS: Final = ("a", "b")
+DEFAULT_MAX_CHUNKS: Final = 8
+MAX_CHUNKS_LIMIT: Final = 256
+# the store's write budget: bytes of ConfigMap values sent to the API per second, kept by
+# stretching the debounce of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
+DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
+# the etcd space quota an operator declares (chart checkpoint.etcdQuotaBytes): etcd's default.
+# `project` and the gate report the worst-case bytes one release writes per compaction window
+# against it, and warn past ETCD_QUOTA_WARN_FRACTION.
+DEFAULT_ETCD_QUOTA_BYTES: Final = 2 * 1024**3

@@ -4,7 +4,7 @@ that schema exactly instead of echoing values through.
 */}}
 {{- define "checkpoint-runtime.runtimeConfig" -}}
 {{- $cp := .Values.checkpoint }}
-{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds }}
+{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds "maxChunks" $cp.maxChunks "writeBudgetBytesPerSecond" $cp.writeBudgetBytesPerSecond "etcdQuotaBytes" $cp.etcdQuotaBytes }}
 {{- $election := dict "enabled" false }}
 {{- if include "checkpoint-runtime.kubernetesStore" . }}
 {{- $_ := set $store "namespace" (include "checkpoint-runtime.coordinationNamespace" .) }}

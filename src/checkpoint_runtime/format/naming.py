@@ -11,6 +11,7 @@ import hashlib
 import re
 
 from checkpoint_runtime.constants import (
+    CHUNK_GENERATIONS,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LABEL_STORE,
@@ -43,6 +44,21 @@ def shard_name(lease_name: str, shard: str) -> str:
     name = re.sub(r"[-.]{2,}", "-", name)
     if not is_dns_subdomain(name):
         raise KeyGrammarError(shard, f"no DNS-1123 ConfigMap name can be derived ({name!r})")
+    return name
+
+
+def chunk_slot_name(shard_name: str, generation: str, index: int) -> str:
+    """The ConfigMap name of a v3 shard's chunk slot: `<shard name>-c<generation><index>`.
+
+    `shard_name` is the head's ConfigMap name (`shard_name(lease, shard)`), `generation` `a` or
+    `b`, `index` a decimal slot index (below the store's maxChunks)."""
+    if generation not in CHUNK_GENERATIONS:
+        raise ValueError(f"chunk generation must be one of {CHUNK_GENERATIONS}, got {generation!r}")
+    if type(index) is not int or index < 0:
+        raise ValueError(f"chunk index must be an integer >= 0, got {index!r}")
+    name = f"{shard_name}-c{generation}{index}"
+    if not is_dns_subdomain(name):
+        raise KeyGrammarError(shard_name, f"no DNS-1123 chunk slot name can be derived ({name!r})")
     return name
 
 

@@ -172,3 +172,15 @@ DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
 # `project` and the gate report the worst-case bytes one release writes per compaction window
 # against it, and warn past ETCD_QUOTA_WARN_FRACTION.
 DEFAULT_ETCD_QUOTA_BYTES: Final = 2 * 1024**3
+# the projection of a chunked shard: its rows spread over maxChunks slots by a hash of the row
+# key, so the fullest slot holds up to this many standard deviations more rows than the mean
+# (n/k + 4 sqrt(n/k); the fullest of 256 slots exceeds 3 sigma now and then, 4 almost never).
+PROJECTION_CHUNK_SKEW_SIGMAS: Final = 4.0
+# the API server compacts etcd every 5 minutes by default (--etcd-compaction-interval), to the
+# revision it noted at the tick before: up to two intervals of history are kept. `project` and
+# the gate report the most bytes one store may write in that window against the etcd quota.
+API_SERVER_COMPACTION_INTERVAL_SECONDS: Final = 300
+COMPACTION_WINDOW_SECONDS: Final = 2 * API_SERVER_COMPACTION_INTERVAL_SECONDS
+# warn when one release could fill this fraction of the declared etcd quota in one window: etcd
+# also holds the rest of the cluster, and several releases may share it.
+ETCD_QUOTA_WARN_FRACTION: Final = 0.25

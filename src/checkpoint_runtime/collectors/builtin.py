@@ -28,6 +28,7 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_MAX_SEEN_KEYS,
     DEFAULT_REPLAY_WINDOW_SECONDS,
+    MAX_DECODED_ENVELOPE,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_GAP_ROWS,
     PROJECTION_MAX_ENCODED_ROWS,
@@ -61,32 +62,52 @@ def _objectstore_settings(
 
 
 @lru_cache(maxsize=256)
-def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
-    """Compressed bytes and row count of a representative feed shard (cached: the render gate
-    projects the same config for many values documents)."""
+def _feed_sample(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int, int]:
+    """Compressed bytes, decoded bytes and row count of a representative feed shard (cached:
+    the render gate projects the same config for many values documents)."""
     workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    return codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
+    encoded = codec.encode_shard(namespace, workload.rows)
+    return encoded.compressed_bytes, encoded.raw_bytes, len(workload.rows)
+
+
+def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
+    """Compressed bytes and row count of a representative feed shard."""
+    size, _, rows = _feed_sample(namespace, encoded_rows, shape)
+    return size, rows
 
 
 def advised_max_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
-    """The most seen rows a feed shard may be configured for, leaving the advice headroom free:
-    from the largest sample, never from the configured bound, so every message agrees."""
+    """The most seen rows a feed shard may be configured for in one object, leaving the advice
+    headroom free: from the largest sample, never from the configured bound, so every message
+    agrees."""
     size, _ = _feed_bytes(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
     budget = CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
     return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / size)
 
 
+def advised_max_decoded_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
+    """The most seen rows whose decoded envelope leaves the advice headroom of the decode bound
+    free, from the largest sample's decoded bytes per row."""
+    _, raw, _ = _feed_sample(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
+    budget = MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
+    return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / raw)
+
+
 def _objectstore_estimate(settings: ObjectStoreSettings, shape: str) -> ShardEstimate:
     wanted = settings.max_seen_keys
     encoded_rows = min(wanted, PROJECTION_MAX_ENCODED_ROWS)
-    size, total_rows = _feed_bytes(settings.namespace, encoded_rows, shape)
+    size, raw, total_rows = _feed_sample(settings.namespace, encoded_rows, shape)
     per_row = size / max(encoded_rows, 1)
+    scale = wanted / max(encoded_rows, 1)
+    exact = wanted == encoded_rows
     return ShardEstimate(
         knob="maxSeenKeys",
         rows=wanted + total_rows - encoded_rows,
-        compressed_bytes=size if wanted == encoded_rows else math.ceil(per_row * wanted),
-        extrapolated=wanted != encoded_rows,
+        compressed_bytes=size if exact else math.ceil(per_row * wanted),
+        extrapolated=not exact,
         max_rows=advised_max_rows(settings.namespace, shape),
+        raw_bytes=raw if exact else math.ceil(raw * scale),
+        max_decoded_rows=advised_max_decoded_rows(settings.namespace, shape),
     )
 
 
@@ -135,10 +156,10 @@ _MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabyte
 
 
 @lru_cache(maxsize=256)
-def _flowlogs_bytes(namespace: str, windows: int) -> int:
-    return codec.encode_shard(
-        namespace, flowlogs_rows(namespace, replay_rows=windows)
-    ).compressed_bytes
+def _flowlogs_bytes(namespace: str, windows: int) -> tuple[int, int]:
+    """Compressed and decoded bytes of a flowlogs shard of `windows` replay rows."""
+    encoded = codec.encode_shard(namespace, flowlogs_rows(namespace, replay_rows=windows))
+    return encoded.compressed_bytes, encoded.raw_bytes
 
 
 def _flowlogs_estimate(settings: FlowLogsSettings, shape: str) -> ShardEstimate:
@@ -147,14 +168,15 @@ def _flowlogs_estimate(settings: FlowLogsSettings, shape: str) -> ShardEstimate:
     ratio = min(settings.replay_window_seconds / settings.poll_seconds, _MAX_WINDOWS)
     windows = max(1, math.ceil(ratio))
     encoded = min(windows, PROJECTION_MAX_ENCODED_ROWS)
-    size = _flowlogs_bytes(settings.namespace, encoded)
-    projected = size if windows == encoded else math.ceil(size / (encoded + 1) * (windows + 1))
+    size, raw = _flowlogs_bytes(settings.namespace, encoded)
+    exact = windows == encoded
     return ShardEstimate(
         knob="replayWindowSeconds",
         rows=windows + 1,
-        compressed_bytes=projected,
-        extrapolated=windows != encoded,
+        compressed_bytes=size if exact else math.ceil(size / (encoded + 1) * (windows + 1)),
+        extrapolated=not exact,
         max_rows=None,
+        raw_bytes=raw if exact else math.ceil(raw / (encoded + 1) * (windows + 1)),
     )
 
 

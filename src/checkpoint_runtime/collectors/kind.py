@@ -38,7 +38,13 @@ class ShardEstimate:
     extrapolated: bool
     """Whether the size was scaled up from a smaller encoded sample."""
     max_rows: int | None
-    """The most rows the knob may allow with headroom left (None: the kind gives no advice)."""
+    """The most rows the knob may allow with headroom left in one object (None: the kind
+    gives no advice)."""
+    raw_bytes: int | None = None
+    """The decoded (envelope) bytes at the configured bounds (None: not estimated)."""
+    max_decoded_rows: int | None = None
+    """The most rows whose decoded envelope leaves the advice headroom of the decode bound
+    free (None: no advice); a chunked shard's advice is capped by it."""
 
 
 S = TypeVar("S", bound=CollectorSettings)

@@ -97,7 +97,7 @@ expected_configmap_names(role) := names if {
 	names := store_configmap_names(config)
 } else := pinned_configmap_names(role)
 
-store_configmap_names(config) := {shard_name(lease, collector_namespace(collector)) |
+store_configmap_names(config) := ({shard_name(lease, collector_namespace(collector)) |
 	lease := object.get(config, ["store", "leaseName"], "")
 	some collector in object.get(config, "collectors", [])
 } | {chunk_slot_name(shard_name(lease, collector_namespace(collector)), generation, index) |
@@ -105,7 +105,7 @@ store_configmap_names(config) := {shard_name(lease, collector_namespace(collecto
 	some collector in object.get(config, "collectors", [])
 	some generation in ["a", "b"]
 	some index in numbers.range(0, object.get(config, ["store", "maxChunks"], 8) - 1) # the runtime's default
-} | {legacy |
+}) | {legacy |
 	legacy := object.get(config, ["store", "legacyConfigMap"], "")
 	legacy != ""
 }

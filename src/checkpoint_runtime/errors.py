@@ -6,6 +6,8 @@ write-uncertain means "restart from the API state", oversize means "change a kno
 
 from __future__ import annotations
 
+from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+
 
 class CheckpointError(Exception):
     """Base of every error the store raises on purpose."""
@@ -311,3 +313,18 @@ __all__ = [
     "describe",
     "leaves",
 ]
+
+
+class ChunksExceededError(OversizeError):
+    """A v3 shard's state needs more chunk slots than `maxChunks` allows; nothing was written."""
+
+    def __init__(self, shard: str, size: int, rows: int, max_chunks: int, largest: int) -> None:
+        super().__init__(shard, size, max_chunks * CONFIGMAP_VALUE_LIMIT, rows)
+        self.args = (
+            f"shard {shard!r} needs more than maxChunks={max_chunks} chunk slots: its base is "
+            f"{size} compressed bytes and its largest chunk {largest} bytes, over the "
+            f"{CONFIGMAP_VALUE_LIMIT}-byte limit of one slot ({rows} rows); raise maxChunks "
+            "or lower the collector's bound; nothing was written and no row was dropped",
+        )
+        self.max_chunks = max_chunks
+        self.largest = largest

@@ -35,6 +35,7 @@ from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
     ANNOTATION_ROWS,
+    ANNOTATION_SLOT,
     ANNOTATION_WRITE_ID,
     COMPONENT_SHARD,
     CONFIGMAP_VALUE_LIMIT,
@@ -53,9 +54,17 @@ from checkpoint_runtime.errors import (
     WriteUncertainError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
+from checkpoint_runtime.format.naming import chunk_label_selector, label_selector, shard_name
 
-from .base import ShardWrite, StoredShard, WriteResult, check_owned
+from .base import (
+    ShardWrite,
+    StoredShard,
+    WriteResult,
+    check_owned,
+    check_owned_slot,
+    object_labels,
+    object_name,
+)
 
 T = TypeVar("T")
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -174,12 +183,20 @@ class KubernetesBackend:
         status = ApiStatus.of(error)
         return ApiRefusedError(what, status.code, status.reason, status.message, shard)
 
-    def _stored(self, item: Any, expected_shard: str | None = None) -> StoredShard:
+    def _stored(
+        self, item: Any, expected_shard: str | None = None, slot: str | None = None
+    ) -> StoredShard:
         meta = item.metadata
         name = meta.name
-        shard = check_owned(
-            self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected_shard
-        )
+        if slot is None:
+            shard = check_owned(
+                self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected_shard
+            )
+        else:
+            expected = None if expected_shard is None else (expected_shard, slot)
+            shard, slot = check_owned_slot(
+                self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected
+            )
         binary = item.binary_data or {}
         if item.data or set(binary) != {SHARD_DATA_KEY}:
             raise CorruptShardError(shard, f"expected exactly binaryData[{SHARD_DATA_KEY!r}]")
@@ -187,11 +204,21 @@ class KubernetesBackend:
             blob = base64.b64decode(binary[SHARD_DATA_KEY], validate=True)
         except ValueError as error:
             raise CorruptShardError(shard, f"binaryData is not base64: {error}") from None
-        return StoredShard(shard, name, blob, dict(meta.annotations), meta.resource_version)
+        return StoredShard(shard, name, blob, dict(meta.annotations), meta.resource_version, slot)
 
     # -- Backend -------------------------------------------------------------------------------
 
     def list_shards(self, deadline: Deadline) -> list[StoredShard]:
+        return self._list(label_selector(self.lease_name), deadline, chunks=False)
+
+    def list_slots(self, deadline: Deadline) -> list[StoredShard]:
+        return self._list(chunk_label_selector(self.lease_name), deadline, chunks=True)
+
+    def read_slot(self, shard: str, slot: str, deadline: Deadline) -> StoredShard | None:
+        item = self._get(object_name(self.lease_name, shard, slot), deadline)
+        return None if item is None else self._stored(item, shard, slot)
+
+    def _list(self, selector: str, deadline: Deadline, chunks: bool) -> list[StoredShard]:
         shards: list[StoredShard] = []
         token: str | None = None
         while True:
@@ -199,7 +226,7 @@ class KubernetesBackend:
             def call(timeout: float, token: str | None = token) -> Any:
                 return self.core.list_namespaced_config_map(
                     self.namespace,
-                    label_selector=label_selector(self.lease_name),
+                    label_selector=selector,
                     limit=LIST_PAGE,
                     _continue=token,
                     _request_timeout=timeout,
@@ -209,7 +236,11 @@ class KubernetesBackend:
                 page = self._read(call, deadline, "listing shards")
             except ApiException as error:
                 raise self._refused("listing shards", error) from None
-            shards.extend(self._stored(item) for item in page.items)
+            for item in page.items:
+                slot = (
+                    (item.metadata.annotations or {}).get(ANNOTATION_SLOT, "") if chunks else None
+                )
+                shards.append(self._stored(item, None, slot))
             token = page.metadata._continue
             if not token:
                 return shards
@@ -246,9 +277,9 @@ class KubernetesBackend:
     def _body(self, write: ShardWrite, version: str | None) -> Any:
         return client.V1ConfigMap(
             metadata=client.V1ObjectMeta(
-                name=shard_name(self.lease_name, write.shard),
+                name=object_name(self.lease_name, write.shard, write.slot),
                 namespace=self.namespace,
-                labels=shard_labels(self.lease_name),
+                labels=object_labels(self.lease_name, write.slot),
                 annotations=dict(write.annotations),
                 resource_version=version,
             ),
@@ -258,7 +289,7 @@ class KubernetesBackend:
     def _send(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
         """One create (version None) or update; returns the new resourceVersion."""
         body = self._body(write, version)
-        timeout = self._timeout(deadline, f"writing shard {write.shard!r}")
+        timeout = self._timeout(deadline, f"writing {write.what}")
         if version is None:
             result = self.core.create_namespaced_config_map(
                 self.namespace, body, _request_timeout=timeout
@@ -276,13 +307,14 @@ class KubernetesBackend:
         if status.code == 409:
             exists = status.reason == "AlreadyExists"
             detail = "already exists" if exists else "resourceVersion changed"
-            return ConflictError(write.shard, f"{detail} ({status.message})")
+            where = "" if write.slot is None else f"chunk slot {write.slot}: "
+            return ConflictError(write.shard, f"{where}{detail} ({status.message})")
         too_long = any(marker in status.message for marker in _TOO_LONG_MARKERS)
         if status.code == 413 or (status.code == 422 and too_long):
             return self._server_oversize(write, error, status)
         if status.code == 404:
             return ConflictError(write.shard, "the shard was removed")
-        return self._refused(f"writing shard {write.shard!r}", error, write.shard)
+        return self._refused(f"writing {write.what}", error, write.shard)
 
     def _server_oversize(
         self, write: ShardWrite, error: ApiException, status: ApiStatus
@@ -335,7 +367,7 @@ class KubernetesBackend:
         self, write: ShardWrite, version: str | None, deadline: Deadline, first: BaseException
     ) -> WriteResult:
         """Find out whether an uncertain write committed; re-send it while provably not."""
-        name = shard_name(self.lease_name, write.shard)
+        name = object_name(self.lease_name, write.shard, write.slot)
         last: BaseException = first
         backoff = Backoff()
         while backoff.pause(deadline, last):  # never re-send at once: the server is failing

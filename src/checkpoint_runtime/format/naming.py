@@ -12,6 +12,7 @@ import re
 
 from checkpoint_runtime.constants import (
     CHUNK_GENERATIONS,
+    COMPONENT_CHUNK,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LABEL_STORE,
@@ -71,5 +72,14 @@ def shard_labels(lease_name: str) -> dict[str, str]:
     return {LABEL_COMPONENT: COMPONENT_SHARD, LABEL_STORE: store_label(lease_name)}
 
 
+def chunk_labels(lease_name: str) -> dict[str, str]:
+    """A chunk slot's labels: the shard's, with the chunk component (shard discovery skips it)."""
+    return {**shard_labels(lease_name), LABEL_COMPONENT: COMPONENT_CHUNK}
+
+
 def label_selector(lease_name: str) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(shard_labels(lease_name).items()))
+
+
+def chunk_label_selector(lease_name: str) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(chunk_labels(lease_name).items()))

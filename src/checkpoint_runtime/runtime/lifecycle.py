@@ -204,8 +204,8 @@ class Runtime:
                 metrics=self.metrics.store,
                 shards=configured_shards(settings),
                 lease_uid=lease_uid,
-                # with the v3 store: max_chunks=settings.store.max_chunks and
-                # write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second
+                max_chunks=settings.store.max_chunks,
+                write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second,
             )
             if self._election is not None:
                 # before any collector runs; renew_above lets a leader of a recreated Lease

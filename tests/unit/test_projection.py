@@ -158,19 +158,35 @@ def test_flowlogs_beyond_the_encoded_sample_are_extrapolated_conservatively() ->
 # ---- chunk slots: maxChunks ------------------------------------------------------------------
 
 
-def test_a_million_uuid_keys_are_accepted_with_enough_chunk_slots() -> None:
-    (feed, _) = projection.check(parse(config(1_000_000, max_chunks=32)))
+def test_chunk_slots_lift_the_one_object_ceiling_up_to_the_decode_bound() -> None:
+    """A uuid seen row is about 160 characters (key and value), so the 128 MiB decode bound,
+    which covers all chunks together, admits about 800,000 rows whatever maxChunks: the
+    advice at 32 slots is that bound, and a feed just under it fits."""
+    at_32 = projection.project(parse(config(5000, max_chunks=32)))[0]
+    assert at_32.max_rows == builtin.advised_max_decoded_rows(at_32.shard)
+    assert 780_000 < at_32.max_rows < 830_000
+    (feed, _) = projection.check(parse(config(at_32.max_rows, max_chunks=32)))
     assert feed.fits
-    assert feed.max_rows is not None
-    assert feed.max_rows >= 1_000_000
     assert feed.slot_bytes <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
     assert feed.raw_bytes is not None
-    assert feed.raw_bytes < MAX_DECODED_ENVELOPE
+    assert feed.raw_bytes <= MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
+    with pytest.raises(ConfigError) as raised:
+        projection.check(parse(config(1_000_000, max_chunks=32)))
+    assert "over the 134217728-byte decode bound" in str(raised.value)
+    assert f"lower it to at most {at_32.max_rows} " in str(raised.value)
+
+
+def test_the_decode_bound_counts_the_rows_characters_as_the_encoder_does() -> None:
+    """The projection's decoded size of a feed agrees with the encoder's own refusal."""
+    (feed, _) = projection.project(parse(config(5000)))
+    rows = FeedWorkload(feed.shard, 5000, PROJECTION_SHAPE, gap_rows=PROJECTION_GAP_ROWS).rows
+    characters = sum(map(len, rows)) + sum(map(len, rows.values()))
+    assert feed.raw_bytes == max(characters, codec.encode_shard(feed.shard, rows).raw_bytes)
 
 
 def test_too_few_chunk_slots_are_refused_with_one_advice_and_the_other_knob() -> None:
     with pytest.raises(ConfigError) as raised:
-        projection.check(parse(config(1_000_000, max_chunks=8)))
+        projection.check(parse(config(500_000, max_chunks=8)))
     at_default = projection.project(parse(config(5000, max_chunks=8)))[0]
     assert raised.value.path == "collectors[0].maxSeenKeys"
     assert f"lower it to at most {at_default.max_rows} " in str(raised.value)

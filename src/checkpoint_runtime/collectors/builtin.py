@@ -61,13 +61,20 @@ def _objectstore_settings(
     )
 
 
+def decoded_size(rows: Mapping[str, str], envelope_bytes: int) -> int:
+    """What the decode bound counts for these rows: the larger of the envelope's bytes and the
+    rows' own characters (keys and values, as the encoder and the decoder count them)."""
+    return max(envelope_bytes, sum(map(len, rows)) + sum(map(len, rows.values())))
+
+
 @lru_cache(maxsize=256)
 def _feed_sample(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int, int]:
-    """Compressed bytes, decoded bytes and row count of a representative feed shard (cached:
-    the render gate projects the same config for many values documents)."""
+    """Compressed bytes, decoded size (decoded_size) and row count of a representative feed
+    shard (cached: the render gate projects the same config for many values documents)."""
     workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
     encoded = codec.encode_shard(namespace, workload.rows)
-    return encoded.compressed_bytes, encoded.raw_bytes, len(workload.rows)
+    decoded = decoded_size(workload.rows, encoded.raw_bytes)
+    return encoded.compressed_bytes, decoded, len(workload.rows)
 
 
 def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
@@ -86,8 +93,8 @@ def advised_max_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
 
 
 def advised_max_decoded_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
-    """The most seen rows whose decoded envelope leaves the advice headroom of the decode bound
-    free, from the largest sample's decoded bytes per row."""
+    """The most seen rows whose decoded size leaves the advice headroom of the decode bound
+    free, from the largest sample's decoded size per row."""
     _, raw, _ = _feed_sample(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
     budget = MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
     return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / raw)
@@ -157,9 +164,10 @@ _MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabyte
 
 @lru_cache(maxsize=256)
 def _flowlogs_bytes(namespace: str, windows: int) -> tuple[int, int]:
-    """Compressed and decoded bytes of a flowlogs shard of `windows` replay rows."""
-    encoded = codec.encode_shard(namespace, flowlogs_rows(namespace, replay_rows=windows))
-    return encoded.compressed_bytes, encoded.raw_bytes
+    """Compressed bytes and decoded size of a flowlogs shard of `windows` replay rows."""
+    rows = flowlogs_rows(namespace, replay_rows=windows)
+    encoded = codec.encode_shard(namespace, rows)
+    return encoded.compressed_bytes, decoded_size(rows, encoded.raw_bytes)
 
 
 def _flowlogs_estimate(settings: FlowLogsSettings, shape: str) -> ShardEstimate:

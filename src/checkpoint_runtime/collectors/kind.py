@@ -41,7 +41,8 @@ class ShardEstimate:
     """The most rows the knob may allow with headroom left in one object (None: the kind
     gives no advice)."""
     raw_bytes: int | None = None
-    """The decoded (envelope) bytes at the configured bounds (None: not estimated)."""
+    """What the decode bound counts at the configured bounds: the decoded envelope's bytes or
+    the rows' characters, whichever is larger (None: not estimated)."""
     max_decoded_rows: int | None = None
     """The most rows whose decoded envelope leaves the advice headroom of the decode bound
     free (None: no advice); a chunked shard's advice is capped by it."""

@@ -200,22 +200,24 @@ def misfit(projections: list[ShardProjection]) -> ConfigError | None:
         )
         if item.decodable and item.max_chunks < MAX_CHUNKS_LIMIT:
             advice += f"{' or' if advice else ';'} raise store.maxChunks (now {item.max_chunks})"
-        if not item.decodable:
-            problem = (
-                f"decodes to {item.raw_bytes} bytes, over the {MAX_DECODED_ENVELOPE}-byte "
-                "decode bound of one shard"
-            )
-        elif item.max_chunks <= 1:
-            problem = (
+        problems = []
+        if item.slot_bytes > CONFIGMAP_VALUE_LIMIT and item.max_chunks <= 1:
+            problems.append(
                 f"is projected at {item.compressed_bytes} bytes, over the "
                 f"{CONFIGMAP_VALUE_LIMIT}-byte ConfigMap limit"
             )
-        else:
-            problem = (
+        elif item.slot_bytes > CONFIGMAP_VALUE_LIMIT:
+            problems.append(
                 f"is projected at {item.compressed_bytes} bytes over {item.max_chunks} chunk "
                 f"slots (store.maxChunks), the fullest at {item.slot_bytes} bytes, over the "
                 f"{CONFIGMAP_VALUE_LIMIT}-byte ConfigMap limit"
             )
+        if not item.decodable:
+            problems.append(
+                f"decodes to {item.raw_bytes} bytes, over the {MAX_DECODED_ENVELOPE}-byte "
+                "decode bound of one shard"
+            )
+        problem = ", and ".join(problems)
         return ConfigError(item.knob, f"shard {item.shard!r} {problem}{advice}")
     return None
 

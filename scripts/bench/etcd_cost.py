@@ -222,6 +222,11 @@ class BudgetRun:
     def bound(self) -> float:
         return 10 * self.budget + self.largest_object
 
+    @property
+    def worst_window(self) -> float:
+        """The most WAL bytes in any 10 s window (the whole run if shorter)."""
+        return max(self.windows, default=self.total_wal)
+
 
 def measure_budget(
     plane: ControlPlane, budget: int, shards: int, seconds: float, rows: int
@@ -372,7 +377,7 @@ def run(
                         )
                 if "budget" in parts:
                     report.budget.append(
-                        measure_budget(live, 262_144, 5 if quick else 50, 5 if quick else 60, 5000)
+                        measure_budget(live, 262_144, 5 if quick else 50, 12 if quick else 60, 5000)
                     )
         if "nospace" in parts:
             limit = {"v2": 20.0 if quick else 300.0, "v3": 20.0 if quick else 900.0}
@@ -463,9 +468,9 @@ def tables(report: EtcdReport) -> list[Table]:
                         f"{item.updates:,}",
                         f"{item.total_wal:,.0f}",
                         f"{item.total_wal / item.seconds:,.0f}",
-                        f"{max(item.windows):,.0f}",
+                        f"{item.worst_window:,.0f}",
                         f"{item.bound:,.0f}",
-                        f"{max(item.windows) / item.bound:.2f}",
+                        f"{item.worst_window / item.bound:.2f}",
                     ]
                     for item in report.budget
                 ],
@@ -617,7 +622,7 @@ def targets(report: EtcdReport) -> list[tuple[str, str, str, bool | None, str]]:
             )
         )
     for item in report.budget:
-        worst_window = max(item.windows)
+        worst_window = item.worst_window
         found.append(
             (
                 f"write budget {item.budget:,} B/s: etcd WAL in any 10 s, {item.shards} saturated "

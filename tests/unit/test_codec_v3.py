@@ -158,7 +158,7 @@ def test_a_chunk_of_another_index_or_holding_a_foreign_row_is_refused() -> None:
 
 def test_the_decode_bound_covers_every_chunk_together() -> None:
     rows = rows_of(500)
-    head, chunks = chunked_shard(rows, 2)
+    _, chunks = chunked_shard(rows, 2)
     _, used = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE)
     with pytest.raises(CorruptShardError, match="exceeds"):
         codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, used - 1)

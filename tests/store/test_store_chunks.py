@@ -463,3 +463,39 @@ def test_the_previous_release_refuses_a_v3_shard_by_name(harness: Harness, tmp_p
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("CorruptShardError"), result.stdout
     assert "unknown format 'gzip-shards-v3'" in result.stdout
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_write_budget_stretches_the_busiest_shards_debounce_and_drops_nothing(
+    harness: Harness,
+) -> None:
+    clock = Clock()
+    budget = 40_000  # bytes/s: 400 KB per 10 s window
+    store = open_store(
+        harness, clock=clock, debounce_seconds=1, write_budget_bytes_per_second=budget
+    )
+    busy = big_rows(12_000)  # ~340 KB of chunks on its first write
+    store.batch(busy)
+    quiet = f"{SMALL}/cursor"
+    key = next(iter(busy))
+    store.set(key, "busy again")
+    store.set(quiet, "quiet")
+    clock.now += 2
+    assert store.persist_due()
+    assert store.dirty_shards() == [FEED]  # the busy shard waits; the quiet one went
+    assert store.get(key) == "busy again"  # nothing dropped
+    clock.now += 11  # the window slides past the busy shard's bytes
+    assert store.persist_due()
+    assert store.dirty_shards() == []
+    assert reopened(harness)[key] == "busy again"
+    gauge = store.metrics.registry.get_sample_value(
+        "checkpoint_store_write_budget_bytes_per_second"
+    )
+    assert gauge == budget

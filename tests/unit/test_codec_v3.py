@@ -236,3 +236,24 @@ def test_an_object_larger_than_the_budget_goes_alone_once_the_window_is_empty() 
     clock.now += 11
     assert budget.admit({"huge": 1_000_000}) == ["huge"]
     assert WriteBudget(0, clock).admit({"a": 10**9, "b": 1}) == ["a", "b"]  # 0: no budget
+
+
+def test_every_v3_member_matches_the_schema() -> None:
+    from pathlib import Path
+
+    import jsonschema
+
+    schema = json.loads(
+        (Path(__file__).parents[2] / "schemas" / "shard-envelope-v3.schema.json").read_text()
+    )
+    rows = rows_of(400)
+    head, chunks = chunked_shard(rows, 3)
+    inline, raw = codec_v3.encode_inline(SHARD, rows)
+    change = {f"{SHARD}/cursor": "moved"}
+    small = codec_v3.encode_head(SHARD, Manifest(), len(rows), inline, raw, change, len(rows))
+    found = [*documents(head), *documents(small.blob)]
+    for blob in chunks:
+        found += documents(blob)
+    assert {d["member"] for d in found} == {"head", "base", "delta", "chunk"}
+    for document in found:
+        jsonschema.validate(document, schema)

@@ -363,7 +363,20 @@ def explore(target: KubeTarget, scope: Scope, limit: int = 100_000) -> Iterator[
         stack.append((choice + 1, options))
 
 
+CRASH_CHANCE = 0.04
+"""Per step, the chance that a random schedule crashes the writer instead (most run to the end)."""
+
+
 def random_trials(target: KubeTarget, scope: Scope, seed: int, count: int) -> Iterator[Outcome]:
+    """`count` schedules drawn from `seed`: a random writer steps, or (rarely) crashes."""
     rng = random.Random(seed)
+
+    def choose(options: list[str]) -> int:
+        crashes = [i for i, option in enumerate(options) if " crash before " in option]
+        steps = [i for i in range(len(options)) if i not in crashes]
+        if crashes and rng.random() < CRASH_CHANCE:
+            return rng.choice(crashes)
+        return rng.choice(steps)
+
     for _ in range(count):
-        yield Trial(target, scope, lambda options: rng.randrange(len(options))).run()
+        yield Trial(target, scope, choose).run()

@@ -499,3 +499,27 @@ def test_the_write_budget_stretches_the_busiest_shards_debounce_and_drops_nothin
         "checkpoint_store_write_budget_bytes_per_second"
     )
     assert gauge == budget
+
+
+def test_the_downgrade_command_reports_what_it_rewrote_and_what_cannot_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from checkpoint_runtime import cli
+    from store_harness import FileHarness
+
+    harness = FileHarness(tmp_path / "checkpoints")
+    open_store(harness).batch({f"{SMALL}/cursor": "c", **big_rows(40_000)})
+    where = ["--path", str(harness.folder), "--lease-name", harness.lease_name]
+
+    code = cli.main(["downgrade", "--to", "v2", *where])
+
+    out = capsys.readouterr().out
+    assert code == 1  # a shard could not be rewritten: said, not hidden
+    assert f"rewritten as gzip-shards-v2: {SMALL}" in out
+    assert f"cannot be rewritten: {FEED} needs" in out
+    stored = raw_shard(harness, SMALL)
+    assert stored is not None
+    assert stored.annotations[ANNOTATION_FORMAT] == SHARD_FORMAT_V2
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["downgrade", "--to", "v3", *where])  # only v2 is a target
+    assert refused.value.code == 2

@@ -504,8 +504,9 @@ def test_the_write_budget_stretches_the_busiest_shards_debounce_and_drops_nothin
 def test_the_downgrade_command_reports_what_it_rewrote_and_what_cannot_be(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from checkpoint_runtime import cli
     from store_harness import FileHarness
+
+    from checkpoint_runtime import cli
 
     harness = FileHarness(tmp_path / "checkpoints")
     open_store(harness).batch({f"{SMALL}/cursor": "c", **big_rows(40_000)})

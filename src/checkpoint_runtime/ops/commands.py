@@ -139,9 +139,9 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
-    note = inspection.unconfigured_note(document)
-    if note:
-        text += f"\n{note}"
+    for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
+        if note:
+            text += f"\n{note}"
     _print(args, document, text)
     return EXIT_OK
 

@@ -217,6 +217,15 @@ class BudgetRun:
     windows: list[float] = field(default_factory=list)
     total_wal: float = 0.0
     updates: int = 0
+    value_bytes: float = 0.0
+    """ConfigMap value bytes the store sent (its checkpoint_shard_api_bytes_written_total)."""
+    writes: float = 0.0
+    """Objects written (heads and chunk slots: checkpoint_writes_total)."""
+
+    @property
+    def overhead_per_write(self) -> float:
+        """WAL bytes per write beyond the values: metadata, annotations, etcd's framing."""
+        return (self.total_wal - self.value_bytes) / max(self.writes, 1)
 
     @property
     def bound(self) -> float:
@@ -262,6 +271,14 @@ def measure_budget(
             samples.append((time.monotonic(), etcd.metrics()[WAL]))
             stop.wait(0.5)
 
+    def counted() -> tuple[float, float]:
+        families = {f.name: f for f in store.metrics.registry.collect()}
+        return tuple(  # type: ignore[return-value]
+            sum(s.value for s in families[name].samples if s.name.endswith("_total"))
+            for name in ("checkpoint_shard_api_bytes_written", "checkpoint_writes")
+        )
+
+    value_before, writes_before = counted()
     errors: list[BaseException] = []
     debouncer = Debouncer(store, errors.append)
     sampler = threading.Thread(target=sample, daemon=True)
@@ -278,6 +295,8 @@ def measure_budget(
     debouncer.stop()
     stop.set()
     sampler.join()
+    value_after, writes_after = counted()
+    run.value_bytes, run.writes = value_after - value_before, writes_after - writes_before
     backend.close()
     if errors:
         raise ExceptionGroup(
@@ -459,6 +478,9 @@ def tables(report: EtcdReport) -> list[Table]:
                     "max WAL in 10 s",
                     "10 x B + one object",
                     "max / bound",
+                    "value bytes sent",
+                    "writes",
+                    "WAL beyond values / write",
                 ],
                 [
                     [
@@ -471,6 +493,9 @@ def tables(report: EtcdReport) -> list[Table]:
                         f"{item.worst_window:,.0f}",
                         f"{item.bound:,.0f}",
                         f"{item.worst_window / item.bound:.2f}",
+                        f"{item.value_bytes:,.0f}",
+                        f"{item.writes:,.0f}",
+                        f"{item.overhead_per_write:,.0f}",
                     ]
                     for item in report.budget
                 ],
@@ -632,8 +657,9 @@ def targets(report: EtcdReport) -> list[tuple[str, str, str, bool | None, str]]:
                 worst_window <= item.bound,
                 f"{item.updates:,} updates over {item.seconds:g} s, WAL sampled every 0.5 s; "
                 f"mean {item.total_wal / item.seconds:,.0f} B/s. The budget counts ConfigMap "
-                "value bytes; the WAL also carries every write's metadata (annotations, about "
-                "1.3 KB) and etcd's framing. Against one object of the ConfigMap limit "
+                f"value bytes ({item.value_bytes:,.0f} sent); the WAL also carries every "
+                f"write's metadata and etcd's framing ({item.overhead_per_write:,.0f} B a "
+                f"write, {item.writes:,.0f} writes). Against one object of the ConfigMap limit "
                 f"({CONFIGMAP_VALUE_LIMIT:,} B) the bound is "
                 f"{10 * item.budget + CONFIGMAP_VALUE_LIMIT:,} B.",
             )

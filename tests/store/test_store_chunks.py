@@ -535,7 +535,7 @@ def test_replacing_a_chunked_shard_wholesale_still_writes_only_inactive_slots(
     open_store(harness).batch(rows)
     store, backend = hooked_store(harness)
     backend.on("write", None, crash)
-    store.install(FEED, {key: "replaced" for key in rows}, None)
+    store.install(FEED, dict.fromkeys(rows, "replaced"), None)
     with pytest.raises(ExceptionGroup):
         store.persist_shards([FEED], store.new_deadline())
     assert all(slot is None or slot.startswith("b") for _, slot in backend.writes)

@@ -524,3 +524,19 @@ def test_the_downgrade_command_reports_what_it_rewrote_and_what_cannot_be(
     with pytest.raises(SystemExit) as refused:
         cli.main(["downgrade", "--to", "v3", *where])  # only v2 is a target
     assert refused.value.code == 2
+
+
+def test_replacing_a_chunked_shard_wholesale_still_writes_only_inactive_slots(
+    harness: Harness,
+) -> None:
+    """`install` (migrate --from-legacy) rewrites every row, but plans from the stored head: a
+    crash before its head commit leaves the old chunks readable."""
+    rows = big_rows()
+    open_store(harness).batch(rows)
+    store, backend = hooked_store(harness)
+    backend.on("write", None, crash)
+    store.install(FEED, dict.fromkeys(rows, "replaced"), None)
+    with pytest.raises(ExceptionGroup):
+        store.persist_shards([FEED], store.new_deadline())
+    assert all(slot is None or slot.startswith("b") for _, slot in backend.writes)
+    assert reopened(harness) == rows

@@ -528,9 +528,8 @@ class Store:
             if compaction is not None:
                 # A new base: later deltas hold the rows changed since its snapshot (unless the
                 # shard was replaced wholesale meanwhile: then the next write is whole again).
-                prior = state.inflight_prior
-                state.layout = layout if prior is not None else None
-                state.base_prior = prior
+                state.layout = layout  # what the head names: R1 plans from it
+                state.base_prior = state.inflight_prior
                 state.inflight_prior = None
             # Still dirty: changed while the write was in flight. Those changes wait their own
             # debounce from when they were made, not from the change the write carried.
@@ -663,8 +662,8 @@ class Store:
         with self._lock:
             state = self._shards.setdefault(key, ShardState(key))
             state.rows = dict(rows)
-            state.base = state.base_prior = state.inflight_prior = None  # written whole next
-            state.layout = None
+            # Written whole next; the layout stays: its active slots must never be written.
+            state.base = state.base_prior = state.inflight_prior = None
             state.legacy_digest = legacy_digest
             self._mark_dirty(state, self._clock())
             self.metrics.shards.set(len(self._shards))

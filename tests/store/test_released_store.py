@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from store_harness import Harness, open_store, raw_shard
 
-from checkpoint_runtime.constants import ANNOTATION_FORMAT, SHARD_FORMAT, SHARD_FORMAT_V1
+from checkpoint_runtime.constants import ANNOTATION_FORMAT, SHARD_FORMAT_V1, SHARD_FORMAT_V2
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.gzipmembers import gunzip_members
 from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name, store_label
@@ -61,11 +61,11 @@ def test_released_objects_are_named_labelled_and_decoded_as_released(name: str) 
 
 def test_the_fixture_covers_v1_a_v2_base_and_a_v2_delta() -> None:
     formats = {obj["annotations"][ANNOTATION_FORMAT] for obj in OBJECTS.values()}
-    assert formats == {SHARD_FORMAT, SHARD_FORMAT_V1}
+    assert formats == {SHARD_FORMAT_V2, SHARD_FORMAT_V1}
     members = [
         len(gunzip_members(base64.b64decode(obj["blob"]), 1 << 20, obj["shard"]))
         for obj in OBJECTS.values()
-        if obj["annotations"][ANNOTATION_FORMAT] == SHARD_FORMAT
+        if obj["annotations"][ANNOTATION_FORMAT] == SHARD_FORMAT_V2
     ]
     assert sorted(set(members)) == [1, 2]  # a base alone, and a base with its delta
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT, SHARD_FORMAT_V1
+from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT_V1, SHARD_FORMAT_V2
 from checkpoint_runtime.errors import CorruptShardError, OversizeError
 from checkpoint_runtime.format import codec
 
@@ -63,7 +63,7 @@ def _v2_ids(count: int) -> dict[str, Any]:
 
 
 def _v2_blob(groups: list[dict[str, Any]], rows: int) -> bytes:
-    base = {"format": SHARD_FORMAT, "member": "base", "shard": SHARD, "rows": rows}
+    base = {"format": SHARD_FORMAT_V2, "member": "base", "shard": SHARD, "rows": rows}
     return gzip.compress(json.dumps({**base, "groups": groups}).encode())
 
 

@@ -6,12 +6,14 @@ Reading only: the store is opened without migration, so inspecting never writes.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.constants import ANNOTATION_FORMAT, CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.format import sizes
-from checkpoint_runtime.store.core import Store
-from checkpoint_runtime.store.shard_state import ShardState
+
+if TYPE_CHECKING:  # `project` prints its table without importing the store
+    from checkpoint_runtime.store.core import Store
+    from checkpoint_runtime.store.shard_state import ShardState
 
 
 def _capacity(store: Store, state: ShardState) -> int:

@@ -1,0 +1,60 @@
+"""Find the pinned promtool and run it on the chart's alert rules.
+
+The binary comes from scripts/testenv/build-promtool.sh (built from the Prometheus Go module at
+the version pinned in scripts/testenv/promtool/go.mod, cached per pin), or from the folder named
+by CHECKPOINT_PROMTOOL_BIN. A missing binary is an error, never a reason to skip.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from checkpoint_testenv.binaries import REPO_ROOT, locate_built
+
+BIN_ENV = "CHECKPOINT_PROMTOOL_BIN"
+BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build-promtool.sh"
+# A metric name in a PromQL expression: an identifier directly followed by a label matcher.
+_SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+
+
+@cache
+def locate() -> Path:
+    """The folder holding promtool, building it if needed."""
+    return locate_built(BIN_ENV, BUILD_SCRIPT, ("promtool",))
+
+
+def promtool() -> Path:
+    return locate() / "promtool"
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """promtool with `args`; the completed process (the caller checks the exit code)."""
+    return subprocess.run(
+        [str(promtool()), *map(str, args)], capture_output=True, text=True, check=False, cwd=cwd
+    )
+
+
+def rule_file(prometheus_rule: dict[str, Any]) -> str:
+    """A PrometheusRule object's spec as a Prometheus rule file (what promtool reads)."""
+    return yaml.safe_dump({"groups": prometheus_rule["spec"]["groups"]}, sort_keys=False)
+
+
+def alerts(prometheus_rule: dict[str, Any]) -> dict[str, str]:
+    """Alert name -> PromQL expression of every alerting rule."""
+    return {
+        rule["alert"]: rule["expr"]
+        for group in prometheus_rule["spec"]["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+
+
+def selected_metrics(expression: str) -> set[str]:
+    """The metric names an expression selects (each written with a `{...}` matcher)."""
+    return set(_SELECTOR.findall(expression))

@@ -53,10 +53,10 @@ policy-tools-build:
 s3-build:
     scripts/testenv/build-s3.sh >&2
 
-# build promtool from the pinned Prometheus module into the cache (idempotent; the first build takes ~8 min)
+# build promtool and the dashboard linter from the pinned Go modules into the cache (idempotent; the first build takes ~8 min)
 [group('setup')]
-promtool-build:
-    scripts/testenv/build-promtool.sh >&2
+monitoring-tools-build:
+    scripts/testenv/build-monitoring-tools.sh >&2
 
 # install the manifest scanners the render tests run (checkov in a virtualenv of its own, kube-score from its pinned Go module) into the cache (idempotent; the first install takes ~3 min)
 [group('setup')]
@@ -65,7 +65,7 @@ scanners-build:
 
 # the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build promtool-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]

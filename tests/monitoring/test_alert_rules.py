@@ -7,32 +7,20 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from monitoring_helpers import PENDING_SERIES, unexported
 
-from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
+from checkpoint_gate.paths import CI_VALUES_DIR
 from checkpoint_gate.render import SdkRenderer
-from checkpoint_testenv import promtool
-from checkpoint_testenv.support.polling import wait_for
-from checkpoint_testenv.support.runtime_process import (
-    RuntimeProcess,
-    exported_series_names,
-    write_objects,
-)
+from checkpoint_testenv import monitoringtools as tools
 
 UNIT_TESTS = Path(__file__).with_name("alert_rules_test.yaml")
 RELEASE, NAMESPACE = "cr", "apps"  # the labels alert_rules_test.yaml's series carry
 ENABLED = {"prometheusRule": {"enabled": True}}
-# Series of the write-budget alert that the store exports from shard format v3 on; until that
-# lands they are checked only when the scrape has them (the unit tests cover the rule).
-PENDING_SERIES = {
-    "checkpoint_shard_api_bytes_written_total",
-    "checkpoint_store_write_budget_bytes_per_second",
-}
 _SERIES = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
 
 MATRIX = [("defaults", {})] + [
@@ -45,11 +33,6 @@ def merged(base: Any, override: Any) -> Any:
     if isinstance(base, dict) and isinstance(override, dict):
         return {**base, **{k: merged(base.get(k), v) for k, v in override.items()}}
     return override
-
-
-@pytest.fixture(scope="module")
-def sdk() -> SdkRenderer:
-    return SdkRenderer(CHART_DIR)
 
 
 def prometheus_rule(sdk: SdkRenderer, values: dict[str, Any]) -> dict[str, Any]:
@@ -72,35 +55,10 @@ def unit_tests() -> dict[str, Any]:
     return document
 
 
-@pytest.fixture(scope="module")
-def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
-    """The series names a live runtime (file store, one object-store feed) serves on /metrics
-    once it leads and has polled and persisted."""
-    work = tmp_path_factory.mktemp("scrape")
-    bucket = work / "bucket"
-    write_objects(bucket, ["a.json", "b.json"])
-    config = {
-        "store": {"backend": "file", "path": str(work / "cp"), "debounceSeconds": 0.2},
-        "collectors": [
-            {"kind": "objectstore", "feed": "f1", "url": bucket.as_uri(), "pollSeconds": 0.2}
-        ],
-    }
-    proc = RuntimeProcess(work, "scrape", config).start()
-    try:
-        proc.wait_ready()
-        written = 'shard="objectstore/f1"'
-        wait_for(lambda: (proc.metric("checkpoint_writes_total", written) or 0) > 0, 30, "a write")
-        status, body = proc.get("/metrics")
-        assert status == 200
-        yield exported_series_names(body)
-    finally:
-        proc.stop_quietly()
-
-
 def run_unit_tests(rules_text: str, workdir: Path) -> tuple[int, str]:
     (workdir / "rules.yaml").write_text(rules_text, encoding="utf-8")
     shutil.copyfile(UNIT_TESTS, workdir / UNIT_TESTS.name)
-    completed = promtool.run("test", "rules", UNIT_TESTS.name, cwd=workdir)
+    completed = tools.promtool("test", "rules", UNIT_TESTS.name, cwd=workdir)
     return completed.returncode, completed.stdout + completed.stderr
 
 
@@ -109,8 +67,8 @@ def test_every_render_enabling_the_rules_passes_promtool_check_rules(
     sdk: SdkRenderer, values: dict[str, Any], tmp_path: Path
 ) -> None:
     path = tmp_path / "rules.yaml"
-    path.write_text(promtool.rule_file(prometheus_rule(sdk, values)), encoding="utf-8")
-    completed = promtool.run("check", "rules", path)
+    path.write_text(tools.rule_file(prometheus_rule(sdk, values)), encoding="utf-8")
+    completed = tools.promtool("check", "rules", path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "SUCCESS: 6 rules found" in completed.stdout, completed.stdout
 
@@ -118,7 +76,7 @@ def test_every_render_enabling_the_rules_passes_promtool_check_rules(
 def test_each_alert_fires_when_it_should_and_stays_quiet_otherwise(
     rule: dict[str, Any], tmp_path: Path
 ) -> None:
-    code, output = run_unit_tests(promtool.rule_file(rule), tmp_path)
+    code, output = run_unit_tests(tools.rule_file(rule), tmp_path)
     assert code == 0, output
     assert "SUCCESS" in output, output
 
@@ -129,13 +87,13 @@ def test_every_alert_has_a_firing_and_a_quiet_case(
     cases = [case for test in unit_tests["tests"] for case in test["alert_rule_test"]]
     firing = {case["alertname"] for case in cases if case["exp_alerts"]}
     quiet = {case["alertname"] for case in cases if not case["exp_alerts"]}
-    assert firing == quiet == set(promtool.alerts(rule))
+    assert firing == quiet == set(tools.alerts(rule))
 
 
 def test_a_broken_rule_fails_the_unit_tests(rule: dict[str, Any], tmp_path: Path) -> None:
     """The unit tests are not vacuous: the headroom alert with its comparison turned around,
     and the no-leader alert without its release selector, each fail them."""
-    text = promtool.rule_file(rule)
+    text = tools.rule_file(rule)
     inverted = text.replace("checkpoint_shard_headroom_ratio", "-checkpoint_shard_headroom_ratio")
     assert inverted != text
     code, output = run_unit_tests(inverted, tmp_path)
@@ -151,15 +109,10 @@ def test_a_broken_rule_fails_the_unit_tests(rule: dict[str, Any], tmp_path: Path
     assert "CheckpointNoLeader" in output
 
 
-def unexported(names: set[str], scraped: set[str]) -> set[str]:
-    """Names the runtime does not serve (the pending write-budget series excepted while absent)."""
-    return {name for name in names - scraped if name not in PENDING_SERIES}
-
-
 def test_rules_and_their_unit_tests_name_only_series_the_runtime_exports(
     rule: dict[str, Any], unit_tests: dict[str, Any], scraped: set[str]
 ) -> None:
-    in_rules = set().union(*(promtool.selected_metrics(e) for e in promtool.alerts(rule).values()))
+    in_rules = set().union(*(tools.selected_metrics(e) for e in tools.alerts(rule).values()))
     in_tests = {
         match.group(1)
         for test in unit_tests["tests"]

@@ -1,12 +1,19 @@
-// Pins promtool, the Prometheus tool that checks the chart's alert rules and runs their unit
-// tests. Built from the Prometheus module at the pin below with the `remove_all_sd` tag (no
-// service-discovery plugins: promtool's rule checks and tests need none), the smallest build.
-// build-promtool.sh reads the version from here (the prometheus line).
-module checkpoint-runtime/promtool
+// Pins the tools that check the chart's monitoring objects: promtool (checks the alert rules and
+// runs their unit tests), built from the Prometheus module with the `remove_all_sd` tag (no
+// service-discovery plugins, which rule checks never use: the smallest build), and
+// dashboard-lint (./dashboard-lint: the Grafana dashboard against Grafana's dashboard schema as
+// the Grafana Foundation SDK generates it, and its queries through Prometheus' PromQL parser).
+// build-monitoring-tools.sh reads the versions from here (the prometheus and foundation-sdk lines).
+module checkpoint-runtime/monitoring-tools
 
 go 1.26.8
 
 tool github.com/prometheus/prometheus/cmd/promtool
+
+require (
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
+	github.com/prometheus/prometheus v0.316.0
+)
 
 require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
@@ -160,7 +167,6 @@ require (
 	github.com/prometheus/exporter-toolkit v0.20.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/prometheus/prometheus v0.316.0 // indirect
 	github.com/prometheus/sigv4 v0.5.0 // indirect
 	github.com/scaleway/scaleway-sdk-go v1.39.0 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect

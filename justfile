@@ -58,6 +58,11 @@ s3-build:
 monitoring-tools-build:
     scripts/testenv/build-monitoring-tools.sh >&2
 
+# build kube-network-policies (the NetworkPolicy enforcer of the test node) from its pinned Go module into the cache (idempotent; the first build takes ~15 min)
+[group('setup')]
+network-policies-build:
+    scripts/testenv/build-network-policies.sh >&2
+
 # install the manifest scanners the render tests run (checkov in a virtualenv of its own, kube-score from its pinned Go module) into the cache (idempotent; the first install takes ~3 min)
 [group('setup')]
 scanners-build:
@@ -65,7 +70,7 @@ scanners-build:
 
 # the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check gen-check policy-check test
+check: setup system testenv-build testenv-node-build network-policies-build image policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check gen-check policy-check test
 
 # ruff lint and yamllint on the chart
 [group('check')]

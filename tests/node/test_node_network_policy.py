@@ -3,7 +3,8 @@ enforcer, built at its pin): a release whose egress is restricted to the API ser
 collector's endpoint elects, checkpoints, collects and passes `helm test`; from inside a release
 pod's network namespace an unlisted address on the node's network is unreachable (and reachable
 again once the policy is gone); and the render gate's VALUES-4/VALUES-5 warnings name exactly
-what breaks on the node: the collector's polls, while election and checkpoints go on.
+what breaks on the node: the collector's requests (its windows kept for replay, nothing
+emitted), while election and checkpoints go on.
 
 CoreDNS runs on the node (not as pods), so DNS is allowed the way the chart README describes for
 a node-local resolver: `dns.enabled: false` and the resolver's address with port 53 under `to`.
@@ -45,7 +46,6 @@ from checkpoint_testenv.support.runtime_process import metric_value
 APP_UID = 10001
 FEED_SERVICE = "flows"
 POLL_SECONDS = 0.5
-COLLECTOR = "tn1/flowlogs"
 
 
 @pytest.fixture(scope="module")
@@ -266,27 +266,30 @@ def test_an_unlisted_address_is_unreachable_from_inside_a_release_pod(
         unlisted.close()
 
 
-def poll_failures(release: helm.Release) -> float:
-    """The leader's failed polls of the collector, whatever error they name."""
-    body = pod_get(release, holder_pod(lease_holder(release)), "/metrics")
-    prefix = f'checkpoint_collector_poll_failures_total{{collector="{COLLECTOR}",'
-    return sum(
-        float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith(prefix)
-    )
+def log_messages(logs: ReleaseLogs, pod: str) -> list[str]:
+    follower = logs.followers.get(pod)
+    return [str(e.get("msg", "")) for e in follower.entries()] if follower else []
 
 
-def assert_only_the_collector_breaks(release: helm.Release) -> None:
-    """Election and the API work; the collector's polls fail, each counted, none succeeds."""
+def assert_only_the_collector_breaks(release: helm.Release, symptom: str) -> None:
+    """Election and checkpoints go on; the collector's requests fail with `symptom` (each
+    window kept in the shard for replay) and nothing is emitted."""
     wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    wait_for(lambda: poll_failures(release) >= 2, 120, "failing polls counted")
-    polls = leader_metric(release, "checkpoint_collector_polls_total", f'collector="{COLLECTOR}"')
-    assert not polls, f"{polls} polls succeeded through a policy that blocks them"
-    assert leader_metric(release, "checkpoint_leader") == 1.0
+    leader = holder_pod(lease_holder(release))
     logs = ReleaseLogs(release)
-    assert logs.flow_numbers(holder_pod(lease_holder(release))) == []
+    wait_for(
+        lambda: any(symptom in m for m in log_messages(logs, leader) if "kept for replay" in m),
+        90,
+        f"the collector failing ({symptom})",
+    )
+    # Checkpoints: the leader stamps the shard that keeps the failed windows for replay.
+    wait_for(lambda: bool(shard_writers(release)), 60, "a shard written")
+    assert set(shard_writers(release).values()) == {lease_holder(release)}
+    assert leader_metric(release, "checkpoint_leader") == 1.0
+    assert logs.flow_numbers(leader) == [], "records got through a policy that blocks them"
 
 
-def test_without_the_collector_endpoint_values4_warns_and_only_its_polls_fail(
+def test_without_the_collector_endpoint_values4_warns_and_only_the_collector_fails(
     node_cluster: NodeCluster, enforcer: PolicyEnforcer, flow_feed: FlowFeed
 ) -> None:
     namespace = restricted_namespace(node_cluster.control_plane, "netpol-v4")
@@ -296,7 +299,7 @@ def test_without_the_collector_endpoint_values4_warns_and_only_its_polls_fail(
     assert gate_warnings(values) & {"VALUES-4", "VALUES-5"} == {"VALUES-4"}
     release = install(node_cluster, namespace, values)
     try:
-        assert_only_the_collector_breaks(release)
+        assert_only_the_collector_breaks(release, "timed out")
     finally:
         uninstall(release)
 
@@ -313,6 +316,6 @@ def test_without_dns_values5_warns_and_only_the_named_collector_fails(
     assert gate_warnings(values) & {"VALUES-4", "VALUES-5"} == {"VALUES-5"}
     release = install(node_cluster, namespace, values)
     try:
-        assert_only_the_collector_breaks(release)
+        assert_only_the_collector_breaks(release, "name resolution")
     finally:
         uninstall(release)

@@ -13,6 +13,8 @@ keeps answering its queue). So the node installs the same hook with iptables' NF
 POSTROUTING (after Service translation, before source NAT), connections already established
 pass, the node's own root processes (kubelet probes) pass, and every other packet from or to a
 pod goes to the queue, with no bypass: while the enforcer is not answering, pod traffic stops.
+Pod traffic to the node itself (the API server and CoreDNS listen on the node address here) is
+queued on INPUT as well, since it never reaches POSTROUTING.
 
 The enforcer reads its API credentials the in-cluster way (a token and CA under
 /var/run/secrets/kubernetes.io/serviceaccount, the API server from KUBERNETES_SERVICE_HOST/PORT):
@@ -52,15 +54,25 @@ def locate() -> Path:
     return locate_built(BIN_ENV, BUILD_SCRIPT, (BINARY,))
 
 
-def _hook_rules() -> list[list[str]]:
-    """The queue hook's rules in chain CHAIN (mangle table), in order."""
-    queue = ["-j", "NFQUEUE", "--queue-num", str(QUEUE)]
-    return [
-        ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"],
-        ["-m", "owner", "--uid-owner", "0", "-j", "RETURN"],
-        ["-s", POD_CIDR, *queue],
-        ["-d", POD_CIDR, *queue],
-    ]
+_QUEUE = ["-j", "NFQUEUE", "--queue-num", str(QUEUE)]
+_ESTABLISHED = ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"]
+# hook -> (chain, rules in order), all in the mangle table.
+_HOOKS = {
+    # Forwarded and node-originated traffic, after Service translation, before source NAT.
+    "POSTROUTING": (
+        CHAIN,
+        [
+            _ESTABLISHED,
+            ["-m", "owner", "--uid-owner", "0", "-j", "RETURN"],
+            ["-s", POD_CIDR, *_QUEUE],
+            ["-d", POD_CIDR, *_QUEUE],
+        ],
+    ),
+    # Pod traffic to the node itself never reaches POSTROUTING: here the API server, CoreDNS
+    # and every other node process listen on the node, so it is queued on INPUT too (in a
+    # cluster they would be other hosts, where POSTROUTING sees the traffic).
+    "INPUT": (f"{CHAIN}-IN", [_ESTABLISHED, ["-s", POD_CIDR, *_QUEUE]]),
+}
 
 
 class PolicyEnforcer:
@@ -95,18 +107,20 @@ class PolicyEnforcer:
         """Start the enforcer, wait until it answers its queue, then hook pod traffic to it."""
         self.process.start()
         wait_until(self.queue_bound, self.process, _READY_TIMEOUT, "bound to its nfqueue")
-        self._iptables(["-N", CHAIN])
-        for rule in _hook_rules():
-            self._iptables(["-A", CHAIN, *rule])
-        self._iptables(["-A", "POSTROUTING", "-j", CHAIN])
+        for hook, (chain, rules) in _HOOKS.items():
+            self._iptables(["-N", chain])
+            for rule in rules:
+                self._iptables(["-A", chain, *rule])
+            self._iptables(["-A", hook, "-j", chain])
         self.hooked = True
 
     def stop(self) -> None:
         """Unhook pod traffic first (it would stop), then stop the enforcer; idempotent."""
         if self.hooked:
-            self._iptables(["-D", "POSTROUTING", "-j", CHAIN])
-            self._iptables(["-F", CHAIN])
-            self._iptables(["-X", CHAIN])
+            for hook, (chain, _) in _HOOKS.items():
+                self._iptables(["-D", hook, "-j", chain])
+                self._iptables(["-F", chain])
+                self._iptables(["-X", chain])
             self.hooked = False
         self.process.stop(timeout=10.0)
 

@@ -56,6 +56,20 @@ def port_metric(port: int, name: str, labels: str = "") -> float | None:
     return metric_value(body, name, labels) if status == 200 else None
 
 
+def exported_series_names(body: str) -> set[str]:
+    """The series names a Prometheus text body declares: every `# TYPE` family with the names
+    its samples carry (a histogram's `_bucket`, `_count`, `_sum`), whether or not a labelled
+    family has samples yet."""
+    suffixes = {"histogram": ("_bucket", "_count", "_sum"), "summary": ("_count", "_sum")}
+    names: set[str] = set()
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            names.add(name)
+            names.update(name + suffix for suffix in suffixes.get(kind.strip(), ()))
+    return names
+
+
 def sink_records(path: Path) -> list[dict[str, Any]]:
     """Every record a file sink (JSON lines) holds so far."""
     if not path.exists():

@@ -148,3 +148,23 @@ BASE64_TRIAL_ROWS: Final = 1000  # rows of a group the decision is measured on
 # prefixes would share at most this many characters more per entry on average (measured: UUID
 # names in time order share ~0.1 more; sequential names and sorted timestamps share many more).
 UNIFORM_PREFIX_SLACK: Final = 0.5
+
+# Bounds on untrusted input (config files, values files, --set, kubeconfigs), checked before
+# anything expensive runs (a schema, a render, a projection). Helm's YAML library (go-yaml)
+# refuses aliasing only past 100 aliases and a ratio that still admits ~400,000 alias-driven
+# decodes; these bounds are absolute and far below that.
+MAX_INPUT_FILE_BYTES: Final = 1_048_576
+MAX_YAML_ALIASES: Final = 100
+MAX_EXPANDED_NODES: Final = 100_000  # scalars + collections once every alias is expanded
+MAX_NESTING_DEPTH: Final = 64
+MAX_STRING_CHARS: Final = 65_536
+MAX_KEY_CHARS: Final = 1_024
+MAX_ITEMS: Final = 10_000  # entries of one list or map
+MAX_COLLECTORS: Final = 64
+# Floors and ceilings that reflect reality (mirrored in both schemas).
+MIN_POLL_SECONDS: Final = 0.1
+MAX_POLL_SECONDS: Final = 86_400.0
+MIN_DEADLINE_SECONDS: Final = 0.1
+MAX_DEADLINE_SECONDS: Final = 600.0
+# Helm refuses a release name longer than this (its DNS-1123 label limit leaves room for suffixes).
+MAX_RELEASE_NAME: Final = 53

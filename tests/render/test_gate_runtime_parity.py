@@ -56,8 +56,8 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
         collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=10)),
         None,
     ),
-    "flowlogs-a-day-every-10ms": (
-        collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=0.01)),
+    "flowlogs-a-day-every-100ms": (  # the fastest poll the schemas allow
+        collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=0.1)),
         "checkpoint.collectors[0].replayWindowSeconds",
     ),
     "file-store-with-feeds": (

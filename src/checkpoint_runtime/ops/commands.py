@@ -4,38 +4,45 @@ Each selects a store like the runtime does: from a runtime config (`--config`), 
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
 `inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
 one store it finds there (and lists them when there are several, or says there is none).
-Errors are `error: <ErrorName>: message`, and after a group of errors (a persist of several
-shards) one indented line per grouped error with its shard and cause (an API refusal with its
-HTTP status): exit 2 for a configuration to fix, 1 else.
+Errors are raised to the command shell (`checkpoint-runtime`), which prints them as
+`error: <ErrorName>: message` (a group: one indented line per grouped error) and exits 2;
+`project` exits 1 when a shard cannot fit (a finding, not an error).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, NamedTuple
 
-from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    MAX_DEADLINE_SECONDS,
+    MIN_DEADLINE_SECONDS,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
-from checkpoint_runtime.ops import inspection
-from checkpoint_runtime.runtime import credentials, projection
+from checkpoint_runtime.errors import (
+    ConfigError,
+    CorruptShardError,
+    ExitCode,
+    NoLegacyError,
+    NoStoreError,
+    UsageError,
+)
+from checkpoint_runtime.ops import inspection, setaside
+from checkpoint_runtime.runtime import credentials, projection, repair
 from checkpoint_runtime.runtime.settings import load_settings
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
 
 
@@ -51,7 +58,27 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
         f"store found there for inspect, else {DEFAULT_STORE_NAME})",
     )
     where.add_argument("--legacy-name", help="legacy single ConfigMap (or file) name")
-    where.add_argument("--deadline", type=float, default=None, help="seconds for the operation")
+    where.add_argument(
+        "--deadline",
+        type=deadline_seconds,
+        default=None,
+        help=f"seconds for the operation ({MIN_DEADLINE_SECONDS:g} to {MAX_DEADLINE_SECONDS:g})",
+    )
+
+
+def deadline_seconds(text: str) -> float:
+    """A --deadline: a finite number of seconds within what an operation can use."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError("--deadline", f"{text[:40]!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not MIN_DEADLINE_SECONDS <= value <= MAX_DEADLINE_SECONDS:
+        raise UsageError(
+            "--deadline",
+            f"{text[:40]!r} is not between {MIN_DEADLINE_SECONDS:g} and "
+            f"{MAX_DEADLINE_SECONDS:g} seconds",
+        )
+    return value
 
 
 class _Selection(NamedTuple):
@@ -86,11 +113,6 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
 
 
-def _backend(args: argparse.Namespace) -> tuple[Backend, float]:
-    selection = _select(args)
-    return selection.backend, selection.deadline
-
-
 def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
     """With no store named, use the one store found there; refuse to guess among several."""
     if selection.lease_chosen:
@@ -107,6 +129,14 @@ def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
         raise NoStoreError(selection.where, "no store has checkpoint shards there")
 
 
+def _open(backend: FileBackend | KubernetesBackend, **options: Any) -> Store:
+    """Open without migrating; a shard that cannot be read names the command to set it aside."""
+    try:
+        return Store.open(backend, migrate=False, **options)
+    except (CorruptShardError, ExceptionGroup) as error:
+        raise repair.with_repair(error, backend) from None
+
+
 def _print(args: argparse.Namespace, document: Any, text: str) -> None:
     print(json.dumps(document, indent=2, sort_keys=True) if args.json else text, flush=True)
 
@@ -115,7 +145,7 @@ def _inspect(args: argparse.Namespace) -> int:
     selection = _select(args, read_only=True)
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
-    store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
+    store = _open(backend, writer="inspect", deadline_seconds=deadline)
     configured = None
     if args.config:  # mark the shards no collector of this config owns
         configured = {collector.namespace for collector in load_settings(args.config).collectors}
@@ -143,7 +173,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if note:
         text += f"\n{note}"
     _print(args, document, text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 PROJECTION_COLUMNS = (
@@ -177,17 +207,19 @@ def _project(args: argparse.Namespace) -> int:
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+        return ExitCode.FINDING
+    return ExitCode.OK
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    backend, deadline = _backend(args)
-    store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
+    selection = _select(args)
+    backend, deadline = selection.backend, selection.deadline
+    if not backend.legacy_name:
+        raise NoLegacyError(f"{selection.where}: no legacy name given (give --legacy-name)")
+    store = _open(backend, writer=MIGRATE_WRITER, deadline_seconds=deadline)
     legacy = backend.read_legacy(store.new_deadline())
     if legacy is None:
-        print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
-        return EXIT_FAILED
+        raise NoLegacyError(f"{selection.where}: legacy {backend.legacy_name!r} does not exist")
     if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
         # leader that stamps a newer epoch meanwhile still fences this write).
@@ -216,22 +248,14 @@ def _migrate(args: argparse.Namespace) -> int:
         + "\n".join(f"  shard {k}: from {v}" for k, v in sorted(status.shards_from_legacy.items()))
     )
     _print(args, document, text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
-def _guarded(command: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            code: int = command(args)
-            return code
-        except ConfigError as error:
-            print_error(error)
-            return EXIT_USAGE
-        except (CheckpointError, ExceptionGroup) as error:
-            print_error(error)
-            return EXIT_FAILED
-
-    return run
+def _set_aside(args: argparse.Namespace) -> int:
+    selection = _select(args)
+    kept = setaside.set_aside(selection.backend, args.object)
+    print(f"set aside {args.object!r}: its bytes are kept in {kept}")
+    return ExitCode.OK
 
 
 def register(subparsers: Any) -> None:
@@ -240,7 +264,7 @@ def register(subparsers: Any) -> None:
     )
     _store_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    inspect.set_defaults(func=_guarded(_inspect))
+    inspect.set_defaults(func=_inspect)
 
     project = subparsers.add_parser(
         "project", help="project every shard's size from a config; non-zero if one cannot fit"
@@ -248,7 +272,7 @@ def register(subparsers: Any) -> None:
     project.add_argument("--config", required=True, help="runtime config file")
     project.add_argument("--shape", default=PROJECTION_SHAPE, choices=("uuid", "old-design"))
     project.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    project.set_defaults(func=_guarded(_project))
+    project.set_defaults(func=_project)
 
     migrate = subparsers.add_parser("migrate", help="show or resolve the legacy migration state")
     _store_arguments(migrate)
@@ -271,4 +295,16 @@ def register(subparsers: Any) -> None:
         "Lease name) migrated: record it in the legacy mark; nothing else is written",
     )
     migrate.add_argument("--json", action="store_true", help="print JSON instead of text")
-    migrate.set_defaults(func=_guarded(_migrate))
+    migrate.set_defaults(func=_migrate)
+
+    aside = subparsers.add_parser(
+        "set-aside",
+        help="move a shard object the store cannot read out of its way, keeping its bytes",
+        description=setaside.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _store_arguments(aside)
+    aside.add_argument(
+        "--object", required=True, help="the shard object's name, as the refusal names it"
+    )
+    aside.set_defaults(func=_set_aside)

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from checkpoint_runtime import schema_errors
+from checkpoint_runtime import limits, schema_errors
 from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.collectors.kind import CollectorSettings
 from checkpoint_runtime.constants import (
@@ -30,12 +30,13 @@ from checkpoint_runtime.constants import (
     DISCOVERY_LABELS,
     DISCOVERY_NAMES,
     LEASE_DURATION_SECONDS,
+    MAX_COLLECTORS,
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
     RUNTIME_CONFIG_SCHEMA,
 )
 from checkpoint_runtime.election.timings import ElectionTimings
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import ConfigError, InputLimitError
 from checkpoint_runtime.resources import schema_file
 
 EMBEDDED_DEFAULT: dict[str, Any] = {
@@ -95,7 +96,14 @@ def _validator(kinds_version: int) -> jsonschema.protocols.Validator:
 
 
 def validate(document: Any) -> None:
-    """Raise ConfigError naming the key path of the first schema violation."""
+    """Raise ConfigError naming the key path of the first schema violation (after the bounds
+    of limits.check_document, so that no pattern ever runs on a huge string)."""
+    limits.check_document(document, "")
+    collectors = document.get("collectors") if isinstance(document, dict) else None
+    if isinstance(collectors, list) and len(collectors) > MAX_COLLECTORS:
+        raise InputLimitError(
+            "collectors", f"{len(collectors)} collectors, over the limit of {MAX_COLLECTORS}"
+        )
     found = schema_errors.violations(_schema_validator().iter_errors(document))
     if found:
         path, message = found[0]
@@ -112,7 +120,7 @@ def load_document(path: str | None) -> dict[str, Any]:
     if path is None:
         return json.loads(json.dumps(EMBEDDED_DEFAULT))  # type: ignore[no-any-return]
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = limits.read_text(path, f"config file {path}")
     except UnicodeDecodeError as error:
         raise ConfigError("", f"config file {path} is not UTF-8: {error}") from None
     except OSError as error:

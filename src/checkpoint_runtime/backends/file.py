@@ -156,6 +156,12 @@ class FileBackend:
                     # Named like this store's shards, but no header to tell: never skip it (a
                     # later create would collide with it on every restart).
                     raise self._unreadable(path, "the file is empty or has no readable header")
+                annotations = header.get("annotations")
+                lease = annotations.get(ANNOTATION_LEASE) if isinstance(annotations, dict) else None
+                if lease == self.lease_name and header.get("labels") != shard_labels(
+                    self.lease_name
+                ):
+                    raise self._unreadable(path, "annotated as this store's, labeled as another's")
                 if header.get("labels") != shard_labels(self.lease_name):
                     continue  # another store's shard in a shared folder: the selector skips it
                 shards.append(self._read_file(path))

@@ -36,9 +36,10 @@ from checkpoint_runtime.errors import (
     NoLegacyError,
     NoStoreError,
     UsageError,
+    quote,
 )
 from checkpoint_runtime.ops import inspection, setaside
-from checkpoint_runtime.runtime import credentials, projection, repair
+from checkpoint_runtime.runtime import credentials, lifecycle, projection, repair
 from checkpoint_runtime.runtime.settings import load_settings
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
@@ -169,6 +170,13 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
+    quarantined = lifecycle.quarantined_rows(store)
+    if quarantined:
+        document["quarantined"] = [{"key": key, "value": value} for key, value in quarantined]
+        text += "".join(
+            f"\nquarantined row {key} = {quote(value)} (unparsable; kept, not read)"
+            for key, value in quarantined
+        )
     note = inspection.unconfigured_note(document)
     if note:
         text += f"\n{note}"

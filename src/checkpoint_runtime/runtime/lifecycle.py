@@ -34,6 +34,7 @@ from checkpoint_runtime.errors import (
     LeadershipLostError,
     leaves,
 )
+from checkpoint_runtime.format.keys import QUARANTINE
 from checkpoint_runtime.runtime import credentials, logs, repair
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
@@ -45,6 +46,11 @@ from checkpoint_runtime.store.debounce import Debouncer
 log = logging.getLogger("checkpoint_runtime.runtime")
 
 _WAKE_SECONDS = 0.1
+
+
+def quarantined_rows(store: Store) -> list[tuple[str, str]]:
+    """Rows a collector set aside as unparsable (`<namespace>/quarantine/<row>`)."""
+    return [(key, value) for key, value in store.items() if f"/{QUARANTINE}/" in key]
 
 
 class Runtime:
@@ -184,6 +190,17 @@ class Runtime:
         log.info("leading", extra={"epoch": epoch, "identity": self.identity})
         return epoch
 
+    def _check_absent_shards(self, store: Store, backend: Backend) -> None:
+        """A configured collector whose shard the open did not find must have no object under
+        its shard's name either: one that exists but cannot be read as ours (empty, foreign,
+        truncated) would make the collector re-emit everything and then fail to create it, on
+        every restart. Reading it by name raises the named error instead."""
+        deadline = store.new_deadline()
+        found = store.shard_states()
+        for collector in self.settings.collectors:
+            if collector.namespace not in found:
+                backend.read_shard(collector.namespace, deadline)
+
     def _leading(self) -> bool:
         return self._election is None or self._election.elector.is_leader()
 
@@ -209,6 +226,7 @@ class Runtime:
                 shards=configured_shards(settings),
                 lease_uid=lease_uid,
             )
+            self._check_absent_shards(store, backend)
             if self._election is not None:
                 # before any collector runs; renew_above lets a leader of a recreated Lease
                 # prove it leads and take over shards stamped under the old one.
@@ -221,6 +239,7 @@ class Runtime:
             return self._finish(store)
         self.metrics.store.leader.set(1)
         self.metrics.epoch.set_function(lambda: store.stamp.epoch)  # a raise shows at once
+        self.metrics.quarantined.set_function(lambda: len(quarantined_rows(store)))
         guarded = LeaderGuardedMap(store, self._leading)
         collectors = [
             CountingCollector(c, self.metrics, self._leading)

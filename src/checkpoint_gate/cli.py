@@ -22,7 +22,7 @@ from typing import Any
 
 from checkpoint_gate.engine import POLICY_WASM, Level
 from checkpoint_gate.junit import write_junit_xml
-from checkpoint_gate.manifests import Json, RenderError
+from checkpoint_gate.manifests import Json
 from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_gate.pipeline import Finding, Gate, GateResult
 from checkpoint_gate.render import DEFAULT_NAMESPACE, DEFAULT_RELEASE, CliRenderer
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         renderer = CliRenderer(args.chart, args.helm) if args.engine == "cli" else None
         gate = Gate(renderer, chart_dir=args.chart, policy_wasm=args.policy)
-    except (OSError, RenderError, ValueError, RecursionError) as error:
+    except Exception as error:  # helm_python raises one class per failure kind
         reason = " ".join(str(error).split())[:300]
         raise ChartError(f"{args.chart}: cannot load the chart or the policies: {reason}") from None
     results: list[tuple[str, GateResult]] = []

@@ -51,8 +51,8 @@ def _load_values_file(path: Path) -> Json:
         text = limits.read_text(path, str(path))
     except (OSError, UnicodeDecodeError) as error:
         raise ValuesFileError(str(path), f"cannot read it: {error}") from None
-    limits.check_yaml(text, str(path))
     try:
+        limits.check_yaml(text, str(path))
         loaded = yaml.load(text, Loader=GoYamlLoader)
     except yaml.YAMLError as error:
         where = ""

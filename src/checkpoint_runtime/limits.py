@@ -46,7 +46,8 @@ def check_yaml(text: str, source: str) -> None:
     MAX_YAML_ALIASES aliases, more than MAX_EXPANDED_NODES nodes once aliases are expanded,
     nesting deeper than MAX_NESTING_DEPTH, a scalar longer than MAX_STRING_CHARS.
 
-    A syntax error is left to the loader that follows (it names the line)."""
+    A syntax error (libyaml's own nesting limit included) is raised as yaml.YAMLError, for
+    the caller to name as it names any YAML error."""
     import yaml
 
     check_size(text, source)
@@ -54,41 +55,38 @@ def check_yaml(text: str, source: str) -> None:
     anchors: dict[str, int] = {}  # anchor -> values it expands to
     aliases = 0
     expanded = 0
-    try:
-        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            if isinstance(event, yaml.AliasEvent):
-                aliases += 1
-                if aliases > MAX_YAML_ALIASES:
-                    raise _refuse(source, event, f"more than {MAX_YAML_ALIASES} aliases")
-                expanded += anchors.get(str(event.anchor), 1)
-            elif isinstance(event, yaml.ScalarEvent):
-                if len(event.value) > MAX_STRING_CHARS:
-                    raise _refuse(
-                        source,
-                        event,
-                        f"a string of {len(event.value)} characters, over the limit of "
-                        f"{MAX_STRING_CHARS}: {quote(event.value)}",
-                    )
-                expanded += 1
-                if event.anchor:
-                    anchors[str(event.anchor)] = 1
-            elif isinstance(event, yaml.CollectionStartEvent):
-                if len(stack) >= MAX_NESTING_DEPTH:
-                    raise _refuse(source, event, f"nested deeper than {MAX_NESTING_DEPTH} levels")
-                stack.append((expanded, event.anchor))
-                expanded += 1
-            elif isinstance(event, yaml.CollectionEndEvent):
-                started, anchor = stack.pop()
-                if anchor:
-                    anchors[str(anchor)] = expanded - started
-            if expanded > MAX_EXPANDED_NODES:
+    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise _refuse(source, event, f"more than {MAX_YAML_ALIASES} aliases")
+            expanded += anchors.get(str(event.anchor), 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            if len(event.value) > MAX_STRING_CHARS:
                 raise _refuse(
                     source,
                     event,
-                    f"more than {MAX_EXPANDED_NODES} values once its aliases are expanded",
+                    f"a string of {len(event.value)} characters, over the limit of "
+                    f"{MAX_STRING_CHARS}: {quote(event.value)}",
                 )
-    except yaml.YAMLError:
-        return  # the loader reports the syntax error with its line
+            expanded += 1
+            if event.anchor:
+                anchors[str(event.anchor)] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_NESTING_DEPTH:
+                raise _refuse(source, event, f"nested deeper than {MAX_NESTING_DEPTH} levels")
+            stack.append((expanded, event.anchor))
+            expanded += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            started, anchor = stack.pop()
+            if anchor:
+                anchors[str(anchor)] = expanded - started
+        if expanded > MAX_EXPANDED_NODES:
+            raise _refuse(
+                source,
+                event,
+                f"more than {MAX_EXPANDED_NODES} values once its aliases are expanded",
+            )
 
 
 def _refuse(source: str, event: Any, reason: str) -> InputLimitError:

@@ -139,6 +139,7 @@ def load_document(path: str | None) -> dict[str, Any]:
 def parse(document: dict[str, Any]) -> RuntimeSettings:
     """Validate a config document and turn it into settings."""
     validate(document)
+    document = _integral(document)
     store = document.get("store") or {"backend": "file"}
     backend = store["backend"]
     if backend == "file" and not store.get("path"):
@@ -182,6 +183,18 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         sink_path=sink.get("path"),
         collectors=collectors,
     )
+
+
+def _integral(value: Any) -> Any:
+    """The document with every integral float as an int: JSON Schema counts 5000.0 as an
+    integer, and the settings use such numbers as counts (the schema has bounded them)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
 
 
 def _collectors(entries: list[dict[str, Any]]) -> list[CollectorSettings]:

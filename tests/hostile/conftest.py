@@ -14,7 +14,8 @@ sys.path.insert(0, str(INSTALLED))  # installed_helpers, which the installed con
 
 def _installed_conftest() -> object:
     spec = importlib.util.spec_from_file_location("installed_conftest", INSTALLED / "conftest.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -126,6 +126,12 @@ def _set(node: Any, path: Path, value: Any) -> None:
             current = node[step]
         else:
             current = node.get(step)
+            if step in node and isinstance(empty, dict) and not isinstance(current, dict):
+                # strvals asserts that an existing value under a map key is a map: helm fails
+                raise ValuesFileError(
+                    ".".join(str(part) for part in path[: index + 1]),
+                    f"helm refuses to set a key under it: it holds {quote(current, 40)}, not a map",
+                )
         if not isinstance(current, type(empty)):
             current = empty
             node[step] = current

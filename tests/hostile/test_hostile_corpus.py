@@ -1,8 +1,13 @@
 """The hostile-input corpus (corpus.py) against the installed wheel and its gate: every case
 exits as the contract says (0, 1 a finding, 2 a named error with its name; never 3), within
-10 s and 256 MiB of peak RSS (measured on the child with wait4), and leaves a store it was
-pointed at byte-for-byte unchanged. The cases run two at a time (the machine has two cores);
-the summary test prints the counts by outcome, the largest peak RSS and the slowest case.
+10 s and 256 MiB of peak RSS, and leaves a store it was pointed at byte-for-byte unchanged.
+
+Time and memory are the command's own, from the rusage of its process (support/measured.py):
+10 s of CPU time, and no case may outlive 30 s of wall time (it is killed, and fails). CPU time
+is what the input costs; the wall time of one process on a shared two-core machine mostly
+measures its neighbours (cases of one CPU second take 3-6 s there under load). The cases run
+two at a time; the summary test prints the counts by outcome, the largest peak RSS and the
+slowest case (wall and CPU).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from checkpoint_testenv.support.measured import Measured, run_measured
 
 pytestmark = pytest.mark.installed
 
-TIME_BOUND_SECONDS = 10.0
+TIME_BOUND_SECONDS = 10.0  # CPU seconds of the command
+WALL_BOUND_SECONDS = 30.0  # killed after this
 RSS_BOUND_BYTES = 256 * 1024 * 1024
 WORKERS = 2
 LEASE = "checkpoint-runtime"
@@ -157,7 +163,7 @@ def test_case(case: Case, outcomes: dict[str, tuple[Measured, bool]]) -> None:
             assert named == case.name, shown
         else:  # any named error: a CheckpointError subclass, never "unexpected"
             assert "error: unexpected" not in result.stderr, shown
-    assert result.seconds <= TIME_BOUND_SECONDS, f"{result.seconds:.1f} s\n{shown}"
+    assert result.cpu_seconds <= TIME_BOUND_SECONDS, f"{result.cpu_seconds:.1f} s CPU\n{shown}"
     assert result.peak_rss_bytes <= RSS_BOUND_BYTES, f"{result.peak_rss_bytes >> 20} MiB\n{shown}"
     assert unchanged, f"the store (or the sink) was changed\n{shown}"
 
@@ -170,11 +176,13 @@ def test_summary(outcomes: dict[str, tuple[Measured, bool]]) -> None:
     )
     largest = max(outcomes.items(), key=lambda item: item[1][0].peak_rss_bytes)
     slowest = max(outcomes.items(), key=lambda item: item[1][0].seconds)
+    costliest = max(outcomes.items(), key=lambda item: item[1][0].cpu_seconds)
     report = (
         f"hostile corpus: {len(outcomes)} cases: "
         + ", ".join(f"{count} x {label}" for label, count in sorted(counts.items()))
         + f"; largest peak RSS {largest[1][0].peak_rss_bytes / 2**20:.0f} MiB ({largest[0]})"
-        + f"; slowest {slowest[1][0].seconds:.2f} s ({slowest[0]})"
+        + f"; slowest {slowest[1][0].seconds:.2f} s wall ({slowest[0]})"
+        + f"; most CPU {costliest[1][0].cpu_seconds:.2f} s ({costliest[0]})"
     )
     print(report)
     assert len(outcomes) >= 150

@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from checkpoint_runtime.backends.file import write_legacy_file
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_testenv.flowlogs import FlowLogServer
+from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import (
     RuntimeProcess,
+    runtime_config,
     sink_records,
     write_objects,
 )
@@ -182,3 +185,37 @@ def test_a_legacy_cursor_that_is_no_time_is_quarantined_and_nothing_is_emitted_t
         ]
     finally:
         server.close()
+
+
+@pytest.mark.apiserver
+def test_a_foreign_configmap_under_a_shard_name_stops_every_start_on_the_api_server(
+    chart_install: Callable[..., Release], tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    """A ConfigMap under a configured collector's shard name that is not the store's (no
+    labels: discovery by label skips it) is read by name before any collector runs: two starts
+    refuse with ForeignShardError naming `set-aside --namespace`, emit nothing, change nothing."""
+    release = chart_install()
+    bucket = tmp_path / "bucket"
+    write_objects(bucket, ["a.json", "b.json"])
+    name = shard_name(release.lease_name, "tn1/objectstore/feed-a")
+    namespace = release.coordination_namespace
+    with release.plane.admin_api() as api:
+        core = client.CoreV1Api(api)
+        body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"x": "y"})
+        version = core.create_namespaced_config_map(namespace, body).metadata.resource_version
+        for restart in (1, 2):
+            kubeconfig = release.write_kubeconfig(tmp_path / f"kube{restart}")
+            proc = RuntimeProcess(
+                tmp_path, f"kube{restart}", runtime_config(release, bucket), kubeconfig
+            )
+            procs.append(proc.start())
+            assert proc.wait_exit(60) == 2
+            (fatal,) = [e for e in proc.logs() if e.get("msg", "").startswith("lifecycle ended")]
+            assert fatal["error"] == "ForeignShardError"
+            assert (
+                f"checkpoint-runtime set-aside --namespace {namespace} --object {name}"
+                in (fatal["msg"])
+            )
+            assert proc.objects() == []
+        stored = core.read_namespaced_config_map(name, namespace)
+        assert stored.metadata.resource_version == version  # nothing written over it

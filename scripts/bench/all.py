@@ -1,8 +1,9 @@
 """Every benchmark (`just bench`): writes docs/benchmarks.md and its PNG plots.
 
 Runs the codec, persist, store and scale benchmarks in this process (one real control plane
-shared by persist, store_ops and scale), then scripts/bench/render.py and scripts/bench/store.py if
-they exist (as subprocesses, their printed tables captured), and judges each target.
+shared by persist, store_ops and scale), then scripts/bench/render.py, store.py, cli.py and
+rowblock.py if they exist (as subprocesses, their printed tables captured), and judges each
+target.
 
     .venv/bin/python scripts/bench/all.py [--quick] [--out DIR] [--no-external]
 """
@@ -36,7 +37,7 @@ from checkpoint_testenv.controlplane import running_control_plane
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-EXTERNAL = ("render", "store")
+EXTERNAL = ("render", "store", "cli", "rowblock")
 CODEC_BYTES_TARGET = {"old-design": 0.62, "uuid": 0.70}
 CODEC_DECODE_TARGET = 1.0
 ONE_ROW_TARGET = 1.2  # persist after 1 changed row / raw PUT of the same blob, p50
@@ -567,6 +568,12 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
     lines += ["## 6. Shard sizes of the reference configurations (scripts/bench/store.py)", ""]
     store = next((item for item in results.externals if item.name == "store"), None)
     lines += _external_section(store) if store else ["Not run (`--no-external`).", ""]
+    lines += ["## 7. CLI start-up, whole processes (scripts/bench/cli.py)", ""]
+    cli = next((item for item in results.externals if item.name == "cli"), None)
+    lines += _external_section(cli) if cli else ["Not run (`--no-external`).", ""]
+    lines += ["## 8. Row block layout (scripts/bench/rowblock.py)", ""]
+    block = next((item for item in results.externals if item.name == "rowblock"), None)
+    lines += _external_section(block) if block else ["Not run (`--no-external`).", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -582,7 +589,7 @@ def main(argv: Sequence[str] | None = None, plane: Any | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke sizes for every benchmark")
     parser.add_argument("--out", type=Path, default=REPO / "docs", help="folder for the report")
-    parser.add_argument("--no-external", action="store_true", help="skip render.py and store.py")
+    parser.add_argument("--no-external", action="store_true", help="skip the subprocess benchmarks")
     args = parser.parse_args(argv)
     results = collect(plane, quick=args.quick, external=not args.no_external)
     document = write(results, args.out)

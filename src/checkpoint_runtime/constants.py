@@ -137,6 +137,14 @@ PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
 PROJECTION_ADVICE_HEADROOM: Final = 0.05
 PROJECTION_SHAPE: Final = "uuid"
 PROJECTION_GAP_ROWS: Final = 16
+# reference-shard sizes of the projection are kept between processes in the user's cache
+# (usercache: $XDG_CACHE_HOME/checkpoint-runtime/<kind>), keyed by the format code that made them.
+USER_CACHE_ENV: Final = "XDG_CACHE_HOME"
+USER_CACHE_FOLDER: Final = "checkpoint-runtime"
+PROJECTION_CACHE_KIND: Final = "projection-v1"
+# the gate's policy module compiled by wasmtime (serialized), keyed by the module's digest and
+# the wasmtime version
+POLICY_CACHE_KIND: Final = "policy-wasm-v1"
 
 # ids are stored base64-decoded only when that shrinks their compressed column
 # to at most this fraction: decoding has to re-encode every such id, which costs time (measured:

@@ -13,12 +13,19 @@ the safe side.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
+import deflate
+
+from checkpoint_runtime import constants, usercache
 from checkpoint_runtime.collectors import CheckpointMap, Collector
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
 from checkpoint_runtime.collectors.kind import CollectorKindSpec, CollectorSettings, ShardEstimate
@@ -29,6 +36,7 @@ from checkpoint_runtime.constants import (
     DEFAULT_MAX_SEEN_KEYS,
     DEFAULT_REPLAY_WINDOW_SECONDS,
     PROJECTION_ADVICE_HEADROOM,
+    PROJECTION_CACHE_KIND,
     PROJECTION_GAP_ROWS,
     PROJECTION_MAX_ENCODED_ROWS,
     PROJECTION_SHAPE,
@@ -60,12 +68,35 @@ def _objectstore_settings(
     )
 
 
+@cache
+def _format_code() -> str:
+    """A digest of everything a reference shard's size depends on: the format package's code
+    (the reference rows and the encoder), the constants, and the deflate back-ends' versions."""
+    sources = sorted(Path(codec.__file__).parent.glob("*.py"))
+    return usercache.digest(
+        *(path.read_bytes() for path in sources),
+        Path(constants.__file__).read_bytes(),
+        deflate.__version__,
+        zlib.ZLIB_RUNTIME_VERSION,
+    )
+
+
 @lru_cache(maxsize=256)
 def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
     """Compressed bytes and row count of a representative feed shard (cached: the render gate
-    projects the same config for many values documents)."""
+    projects the same config for many values documents, and every `project`, `run` and gate
+    process the same few shards: between processes in the user's cache, keyed by the code)."""
+    key = usercache.digest(_format_code(), namespace, str(encoded_rows), shape)
+    cached = usercache.read(PROJECTION_CACHE_KIND, key)
+    if cached is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            size, rows = json.loads(cached)
+            if isinstance(size, int) and isinstance(rows, int):
+                return size, rows
     workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    return codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
+    measured = codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
+    usercache.write(PROJECTION_CACHE_KIND, key, json.dumps(measured).encode())
+    return measured
 
 
 def advised_max_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:

@@ -1,12 +1,12 @@
-"""The store's subcommands: `inspect`, `project` and `migrate`.
+"""The store's subcommands: `inspect`, `project`, `migrate` and `set-aside`.
 
 Each selects a store like the runtime does: from a runtime config (`--config`), or explicitly
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
 `inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
 one store it finds there (and lists them when there are several, or says there is none).
 Errors are raised to the command shell (`checkpoint-runtime`), which prints them as
-`error: <ErrorName>: message` (a group: one indented line per grouped error) and exits 2;
-`project` exits 1 when a shard cannot fit (a finding, not an error).
+`error: <ErrorName>: message` (a group: one indented line per grouped error, with its shard and
+cause) and exits 2; `project` exits 1 when a shard cannot fit (a finding, not an error).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
@@ -38,13 +37,27 @@ from checkpoint_runtime.errors import (
     UsageError,
     quote,
 )
-from checkpoint_runtime.ops import inspection, setaside
-from checkpoint_runtime.runtime import credentials, lifecycle, projection, repair
-from checkpoint_runtime.runtime.settings import load_settings
-from checkpoint_runtime.store import migration
-from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.ops import inspection
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.runtime.settings import RuntimeSettings
+    from checkpoint_runtime.store.core import Store
 
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
+SET_ASIDE_HELP = """\
+Move a shard object the store cannot read (the one its refusal names) out of its way. A file
+store's shard is renamed `<name>.shard.set-aside-<UTC time>`; a ConfigMap is copied to
+`<name>-set-aside-<time>` without the store's labels and then deleted under its resourceVersion
+(an operator's credentials: the runtime's Role cannot delete). Its bytes are kept; the next
+start runs that collector from an empty shard, as for a new one."""
+
+
+def _load_settings(path: str) -> RuntimeSettings:
+    """The runtime config (imported when a command reads one: `inspect --path` does not)."""
+    from checkpoint_runtime.runtime.settings import load_settings
+
+    return load_settings(path)
 
 
 def _store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,12 +107,14 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     lease, legacy, path, namespace = args.lease_name, args.legacy_name, args.path, args.namespace
     deadline = DEFAULT_DEADLINE_SECONDS
     if args.config:
-        store = load_settings(args.config).store
+        store = _load_settings(args.config).store
         lease, legacy = lease or store.lease_name, legacy or store.legacy_config_map
         deadline = store.deadline_seconds
         if store.backend == "file":
             path = path or store.path
         else:
+            from checkpoint_runtime.runtime import credentials  # the Kubernetes client
+
             namespace = namespace or credentials.coordination_namespace(store.namespace)
     chosen = lease is not None
     lease = lease or DEFAULT_STORE_NAME
@@ -109,6 +124,10 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     if path is not None:
         backend = FileBackend(path, lease, legacy, read_only=read_only)
         return _Selection(backend, deadline, chosen, str(path))
+    # The Kubernetes client (credentials, backend) is imported only for a cluster store.
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.runtime import credentials
+
     configuration = credentials.kube_configuration(args.kubeconfig)
     backend_k = KubernetesBackend(configuration, namespace, lease, legacy)
     return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
@@ -132,6 +151,9 @@ def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
 
 def _open(backend: FileBackend | KubernetesBackend, **options: Any) -> Store:
     """Open without migrating; a shard that cannot be read names the command to set it aside."""
+    from checkpoint_runtime.runtime import repair
+    from checkpoint_runtime.store.core import Store
+
     try:
         return Store.open(backend, migrate=False, **options)
     except (CorruptShardError, ExceptionGroup) as error:
@@ -143,13 +165,16 @@ def _print(args: argparse.Namespace, document: Any, text: str) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.runtime import repair
+    from checkpoint_runtime.store import migration  # the store and its metrics: not for project
+
     selection = _select(args, read_only=True)
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
     store = _open(backend, writer="inspect", deadline_seconds=deadline)
     configured = None
     if args.config:  # mark the shards no collector of this config owns
-        configured = {collector.namespace for collector in load_settings(args.config).collectors}
+        configured = {c.namespace for c in _load_settings(args.config).collectors}
     document = inspection.report(store, configured)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
@@ -170,7 +195,7 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
-    quarantined = lifecycle.quarantined_rows(store)
+    quarantined = repair.quarantined_rows(store)
     if quarantined:
         document["quarantined"] = [{"key": key, "value": value} for key, value in quarantined]
         text += "".join(
@@ -196,7 +221,9 @@ PROJECTION_COLUMNS = (
 
 
 def _project(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
+    from checkpoint_runtime.runtime import projection
+
+    settings = _load_settings(args.config)
     projections = projection.project(settings, args.shape)
     rows = [item.as_dict() for item in projections]
     text = inspection.table(
@@ -220,6 +247,9 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.store import migration
+    from checkpoint_runtime.store.core import Store
+
     selection = _select(args)
     backend, deadline = selection.backend, selection.deadline
     if not backend.legacy_name:
@@ -260,6 +290,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _set_aside(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.ops import setaside
+
     selection = _select(args)
     kept = setaside.set_aside(selection.backend, args.object)
     print(f"set aside {args.object!r}: its bytes are kept in {kept}")
@@ -308,7 +340,7 @@ def register(subparsers: Any) -> None:
     aside = subparsers.add_parser(
         "set-aside",
         help="move a shard object the store cannot read out of its way, keeping its bytes",
-        description=setaside.__doc__,
+        description=SET_ASIDE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _store_arguments(aside)

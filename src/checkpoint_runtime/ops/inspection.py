@@ -6,11 +6,13 @@ Reading only: the store is opened without migration, so inspecting never writes.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.format import sizes
-from checkpoint_runtime.store.core import Store
+
+if TYPE_CHECKING:  # `project` prints its table without importing the store
+    from checkpoint_runtime.store.core import Store
 
 
 def shard_report(store: Store) -> list[dict[str, Any]]:

@@ -16,17 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-
-from kubernetes import client
+from typing import TYPE_CHECKING
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
-from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConfigError,
@@ -34,8 +31,7 @@ from checkpoint_runtime.errors import (
     LeadershipLostError,
     leaves,
 )
-from checkpoint_runtime.format.keys import QUARANTINE
-from checkpoint_runtime.runtime import credentials, logs, repair
+from checkpoint_runtime.runtime import logs, repair
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
@@ -43,14 +39,12 @@ from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shar
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 
+if TYPE_CHECKING:
+    from kubernetes import client
+
 log = logging.getLogger("checkpoint_runtime.runtime")
 
 _WAKE_SECONDS = 0.1
-
-
-def quarantined_rows(store: Store) -> list[tuple[str, str]]:
-    """Rows a collector set aside as unparsable (`<namespace>/quarantine/<row>`)."""
-    return [(key, value) for key, value in store.items() if f"/{QUARANTINE}/" in key]
 
 
 class Runtime:
@@ -160,6 +154,12 @@ class Runtime:
         if store.backend == "file":
             folder = store.path or ""
             return FileBackend(folder, store.lease_name, store.legacy_config_map), None
+        # The Kubernetes client only for the Kubernetes store: a file store never imports it.
+        from kubernetes import client
+
+        from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+        from checkpoint_runtime.runtime import credentials
+
         configuration = self._kube_configuration or credentials.kube_configuration(self._kubeconfig)
         configuration.retries = 0
         namespace = credentials.coordination_namespace(store.namespace)
@@ -171,6 +171,9 @@ class Runtime:
 
     def _elect(self, api: client.ApiClient) -> int | None:
         """Wait until we lead; our epoch, or None if asked to stop first."""
+        from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+        from checkpoint_runtime.runtime import credentials
+
         store = self.settings.store
         namespace = credentials.coordination_namespace(store.namespace)
         lock = KubernetesLeaseLock(api, namespace, store.lease_name, self.identity)
@@ -239,7 +242,7 @@ class Runtime:
             return self._finish(store)
         self.metrics.store.leader.set(1)
         self.metrics.epoch.set_function(lambda: store.stamp.epoch)  # a raise shows at once
-        self.metrics.quarantined.set_function(lambda: len(quarantined_rows(store)))
+        self.metrics.quarantined.set_function(lambda: len(repair.quarantined_rows(store)))
         guarded = LeaderGuardedMap(store, self._leading)
         collectors = [
             CountingCollector(c, self.metrics, self._leading)

@@ -20,15 +20,17 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.collectors import registry
-from checkpoint_runtime.election.elector import default_identity
 from checkpoint_runtime.errors import CheckpointError, ExitCode, UsageError
 from checkpoint_runtime.runtime import logs, startup
-from checkpoint_runtime.runtime.lifecycle import Runtime
-from checkpoint_runtime.runtime.projection import ShardProjection
-from checkpoint_runtime.runtime.settings import RuntimeSettings, load_document
+from checkpoint_runtime.runtime.settings import load_document
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.runtime.lifecycle import Runtime
+    from checkpoint_runtime.runtime.projection import ShardProjection
+    from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 log = logging.getLogger("checkpoint_runtime.runtime")
 
@@ -104,6 +106,11 @@ def main(args: argparse.Namespace) -> int:
             print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
         print(f"config accepted: {len(settings.collectors)} collector(s)")
         return ExitCode.OK
+    # The lifecycle (HTTP, metrics, election, the store backends) only once the config is
+    # accepted and the runtime starts: `--check-config` needs none of it.
+    from checkpoint_runtime.election.elector import default_identity
+    from checkpoint_runtime.runtime.lifecycle import Runtime
+
     identity = args.identity or default_identity(os.environ.get("POD_NAME"))
     runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
     if args.http_port is not None:

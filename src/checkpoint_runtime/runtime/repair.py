@@ -3,12 +3,23 @@ object that cannot be read (shared by `run` and the operator commands)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, leaves
-from checkpoint_runtime.format.keys import validate_shard_key
+from checkpoint_runtime.format.keys import QUARANTINE, validate_shard_key
 from checkpoint_runtime.format.naming import shard_name
+
+if TYPE_CHECKING:  # the kubernetes client is imported only where a cluster is used
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.store.core import Store
+
+
+def quarantined_rows(store: Store) -> list[tuple[str, str]]:
+    """Rows a collector set aside as unparsable (`<namespace>/quarantine/<row>`), shown by
+    `inspect` and counted by the checkpoint_quarantined_rows gauge."""
+    return [(key, value) for key, value in store.items() if f"/{QUARANTINE}/" in key]
 
 
 def object_name(backend: FileBackend | KubernetesBackend, shard: str) -> str:
@@ -33,9 +44,10 @@ def hint(backend: FileBackend | KubernetesBackend, shard: str) -> str:
 def with_repair(error: BaseException, backend: Backend) -> BaseException:
     """A corrupt-shard error (or every one in a group) with the command that sets the shard
     aside added to its message."""
-    if not isinstance(backend, FileBackend | KubernetesBackend):
+    if not isinstance(backend, FileBackend) and not hasattr(backend, "namespace"):
         return error
     for leaf in leaves(error):
         if isinstance(leaf, CorruptShardError) and "set-aside" not in str(leaf):
-            leaf.args = (f"{leaf}; nothing was written. {hint(backend, leaf.shard)}",)
+            where: FileBackend | KubernetesBackend = backend  # type: ignore[assignment]
+            leaf.args = (f"{leaf}; nothing was written. {hint(where, leaf.shard)}",)
     return error

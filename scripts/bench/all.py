@@ -1,7 +1,8 @@
 """Every benchmark (`just bench`): writes docs/benchmarks.md and its PNG plots.
 
-Runs the codec, persist, store and scale benchmarks in this process (one real control plane
-shared by persist, store_ops and scale), then scripts/bench/render.py, store.py, cli.py and
+Runs the codec, persist, store, scale and etcd-cost benchmarks in this process (one real control
+plane shared by persist, store_ops, scale and the etcd WAL and budget runs; the time-to-NOSPACE
+run starts its own small-quota ones), then scripts/bench/render.py, store.py, cli.py and
 rowblock.py if they exist (as subprocesses, their printed tables captured), and judges each
 target.
 
@@ -108,6 +109,7 @@ class Results:
     persist: Any
     store_ops: Any
     scale: Any
+    etcd: Any = None
     externals: list[External] = field(default_factory=list)
     quick: bool = False
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -134,12 +136,16 @@ def collect(plane: Any | None = None, quick: bool = False, external: bool = True
         persist_report = load("persist").run(live, quick=quick)
         store_report = load("store_ops").run(live, quick=quick)
         scale_report = load("scale").run(live, quick=quick)
+        # --quick: no time-to-NOSPACE run (two more control planes, minutes of persists)
+        etcd_parts = ("wal", "budget") if quick else ("wal", "budget", "nospace")
+        etcd_report = load("etcd_cost").run(live, quick=quick, parts=etcd_parts)
     externals = [run_external(name, quick) for name in EXTERNAL] if external else []
     return Results(
         codec=codec_report,
         persist=persist_report,
         store_ops=store_report,
         scale=scale_report,
+        etcd=etcd_report,
         externals=externals,
         quick=quick,
         started=started,
@@ -401,6 +407,8 @@ def targets(results: Results) -> list[Target]:
             ),
         )
     )
+    if results.etcd is not None:
+        found += [Target(*target) for target in load("etcd_cost").targets(results.etcd)]
     return found
 
 
@@ -568,10 +576,13 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
     lines += ["## 6. Shard sizes of the reference configurations (scripts/bench/store.py)", ""]
     store = next((item for item in results.externals if item.name == "store"), None)
     lines += _external_section(store) if store else ["Not run (`--no-external`).", ""]
-    lines += ["## 7. CLI start-up, whole processes (scripts/bench/cli.py)", ""]
+    if results.etcd is not None:
+        lines += ["## 7. What a persist costs etcd (scripts/bench/etcd_cost.py)", ""]
+        lines += [table.markdown() for table in results.etcd.tables]
+    lines += ["## 8. CLI start-up, whole processes (scripts/bench/cli.py)", ""]
     cli = next((item for item in results.externals if item.name == "cli"), None)
     lines += _external_section(cli) if cli else ["Not run (`--no-external`).", ""]
-    lines += ["## 8. Row block layout (scripts/bench/rowblock.py)", ""]
+    lines += ["## 9. Row block layout (scripts/bench/rowblock.py)", ""]
     block = next((item for item in results.externals if item.name == "rowblock"), None)
     lines += _external_section(block) if block else ["Not run (`--no-external`).", ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -597,7 +608,8 @@ def main(argv: Sequence[str] | None = None, plane: Any | None = None) -> int:
         verdict = {True: "met", False: "MISSED", None: "not evaluated"}[target.met]
         print(f"{verdict:>13}  {target.name}: {target.measured} (wanted {target.wanted})")
     every = results.codec.tables + results.persist.tables + results.store_ops.tables
-    for table in every + results.scale.tables:
+    etcd_tables = results.etcd.tables if results.etcd is not None else []
+    for table in every + results.scale.tables + etcd_tables:
         print(table.markdown())
     for item in results.externals:
         print(f"--- {item.name}.py ({'exit ' + str(item.returncode) if item.ran else 'absent'})")

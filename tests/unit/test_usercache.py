@@ -96,17 +96,23 @@ def test_concurrent_writers_leave_one_whole_entry(cache: Path) -> None:
 
 
 def test_the_projection_reuses_a_cached_size_and_rebuilds_a_corrupt_one(cache: Path) -> None:
-    builtin._feed_bytes.cache_clear()
-    measured = builtin._feed_bytes("objectstore/f9", 200, "uuid")
+    builtin._feed_sample.cache_clear()
+    measured = builtin._feed_sample("objectstore/f9", 200, "uuid")
     (path,) = (cache / PROJECTION_CACHE_KIND).iterdir()
     assert json.loads(usercache.read(PROJECTION_CACHE_KIND, path.name) or b"") == list(measured)
     # A later process reads the entry instead of encoding: shown by planting another value.
-    usercache.write(PROJECTION_CACHE_KIND, path.name, json.dumps([1, 2]).encode())
-    builtin._feed_bytes.cache_clear()
-    assert builtin._feed_bytes("objectstore/f9", 200, "uuid") == (1, 2)
-    # A corrupt entry is measured again and rewritten.
-    path.write_bytes(path.read_bytes()[:-2])
-    builtin._feed_bytes.cache_clear()
-    assert builtin._feed_bytes("objectstore/f9", 200, "uuid") == measured
-    assert json.loads(usercache.read(PROJECTION_CACHE_KIND, path.name) or b"") == list(measured)
-    builtin._feed_bytes.cache_clear()
+    usercache.write(PROJECTION_CACHE_KIND, path.name, json.dumps([1, 2, 3]).encode())
+    builtin._feed_sample.cache_clear()
+    assert builtin._feed_sample("objectstore/f9", 200, "uuid") == (1, 2, 3)
+    assert builtin._feed_bytes("objectstore/f9", 200, "uuid") == (1, 3)
+    # A corrupt entry, or one of the older two-number shape, is measured again and rewritten.
+    for damaged in (path.read_bytes()[:-2], None):
+        if damaged is None:
+            usercache.write(PROJECTION_CACHE_KIND, path.name, json.dumps([1, 3]).encode())
+        else:
+            path.write_bytes(damaged)
+        builtin._feed_sample.cache_clear()
+        assert builtin._feed_sample("objectstore/f9", 200, "uuid") == measured
+        stored = usercache.read(PROJECTION_CACHE_KIND, path.name) or b""
+        assert json.loads(stored) == list(measured)
+    builtin._feed_sample.cache_clear()

@@ -202,9 +202,9 @@ def _inspect(args: argparse.Namespace) -> int:
             f"\nquarantined row {key} = {quote(value)} (unparsable; kept, not read)"
             for key, value in quarantined
         )
-    note = inspection.unconfigured_note(document)
-    if note:
-        text += f"\n{note}"
+    for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
+        if note:
+            text += f"\n{note}"
     _print(args, document, text)
     return ExitCode.OK
 
@@ -214,6 +214,7 @@ PROJECTION_COLUMNS = (
     ("knob", "KNOB"),
     ("rows", "ROWS"),
     ("compressed_bytes", "PROJECTED"),
+    ("slot_bytes", "FULLEST"),
     ("headroom_bytes", "HEADROOM"),
     ("headroom_ratio", "FREE%"),
     ("max_rows", "MAX_ROWS"),
@@ -229,16 +230,24 @@ def _project(args: argparse.Namespace) -> int:
     text = inspection.table(
         [{**row, "max_rows": row["max_rows"] or "-"} for row in rows], PROJECTION_COLUMNS
     )
+    max_chunks = settings.store.max_chunks
     note = (
-        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of the "
-        f"{CONFIGMAP_VALUE_LIMIT}-byte limit free"
+        f"FULLEST: the projected bytes of the fullest of {max_chunks} chunk slot(s) "
+        f"(store.maxChunks), each one ConfigMap under the {CONFIGMAP_VALUE_LIMIT}-byte limit\n"
+        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of that "
+        "limit free in every slot"
     )
+    etcd = projection.etcd_report(settings)
     document = {
         "shape": args.shape,
+        "max_chunks": max_chunks,
         "max_rows_headroom_ratio": PROJECTION_ADVICE_HEADROOM,
         "shards": rows,
+        "etcd": etcd.as_dict(),
     }
-    _print(args, document, f"{text}\n{note}")
+    _print(args, document, f"{text}\n{note}\netcd: {etcd.message()}")
+    if etcd.warns:
+        print(f"warning: {etcd.message()}", file=sys.stderr)
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)

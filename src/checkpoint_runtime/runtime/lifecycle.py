@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from checkpoint_runtime.backends.base import Backend
+from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
 from checkpoint_runtime.collectors.sink import Sink, open_sink
@@ -164,7 +165,11 @@ class Runtime:
         configuration.retries = 0
         namespace = credentials.coordination_namespace(store.namespace)
         backend = KubernetesBackend(
-            configuration, namespace, store.lease_name, store.legacy_config_map
+            configuration,
+            namespace,
+            store.lease_name,
+            store.legacy_config_map,
+            space=EtcdSpaceGate(self.metrics.store.registry),
         )
         api = client.ApiClient(configuration) if self.settings.election_enabled else None
         return backend, api
@@ -228,6 +233,8 @@ class Runtime:
                 metrics=self.metrics.store,
                 shards=configured_shards(settings),
                 lease_uid=lease_uid,
+                max_chunks=settings.store.max_chunks,
+                write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second,
             )
             self._check_absent_shards(store, backend)
             if self._election is not None:

@@ -443,7 +443,7 @@ case(
     "--config",
     "{dir}/c.json",
     code=FINDING,
-    files={"c.json": json.dumps({"collectors": [{**FEED, "maxSeenKeys": 100_000}]})},
+    files={"c.json": json.dumps({"collectors": [{**FEED, "maxSeenKeys": 1_000_000}]})},
 )
 case("project/good", "project", "--config", "{dir}/c.json", code=OK, files=GOOD_CONFIG)
 case(

@@ -15,6 +15,7 @@ A step changes K seen rows (a new timestamp each) and persists synchronously (`b
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import sys
@@ -77,6 +78,9 @@ class Worker:
 
 
 def main() -> int:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     worker = Worker()
     for line in sys.stdin:
         request = json.loads(line)

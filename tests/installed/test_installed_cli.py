@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from installed_helpers import REPO_ROOT, Venv, clean_env
 
-from checkpoint_testenv.support.runtime_process import first_lines, sink_records
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import first_lines, port_metric, sink_records
 
 pytestmark = pytest.mark.installed
 
 RUNTIME_COMMANDS = ("run", "inspect", "project", "migrate")
+POLLS = 'collector="objectstore/f1"'
 PROJECT_VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
@@ -125,8 +127,8 @@ def emitted_objects(sink: Path) -> list[str]:
 
 
 def run_until(venv: Venv, config: Path, cwd: Path, sink: Path, expected: list[str]) -> str:
-    """Start `run`, wait until the sink holds exactly `expected` and still does a second later,
-    then SIGTERM it (a clean exit flushes the checkpoints); return its log."""
+    """Start `run`, wait until the sink holds exactly `expected` and still does after five
+    more polls, then SIGTERM it (a clean exit flushes the checkpoints); return its log."""
     log_path = sink.with_suffix(".log")
     with log_path.open("w") as log:
         process = subprocess.Popen(
@@ -142,8 +144,14 @@ def run_until(venv: Venv, config: Path, cwd: Path, sink: Path, expected: list[st
             assert time.monotonic() < deadline, f"{expected} not emitted:\n{log_path.read_text()}"
             time.sleep(0.1)
         assert process.poll() is None, f"run exited early:\n{log_path.read_text()}"
-        time.sleep(1.0)  # five more polls: nothing else (nothing already seen) is emitted
-        assert emitted_objects(sink) == expected
+        port = json.loads(config.read_text())["http"]["port"]
+
+        def polls() -> float:
+            return port_metric(port, "checkpoint_collector_polls_total", POLLS) or 0.0
+
+        seen = polls()
+        wait_for(lambda: polls() >= seen + 5, 60, "five more polls")
+        assert emitted_objects(sink) == expected  # nothing else (nothing already seen) emitted
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log_path.read_text()
     finally:

@@ -50,6 +50,12 @@ def fixed(bug: str) -> Callable[[T], T]:
     return record
 
 
+def test_an_open_bug_marked_xfail_is_strict(pytestconfig: pytest.Config) -> None:
+    """An xfail that starts passing fails the run (pyproject: xfail_strict), so a fixed bug
+    cannot stay marked as open."""
+    assert pytestconfig.getini("xfail_strict") is True
+
+
 @fixed("codec.decode_envelope: deeply nested JSON raises RecursionError, not CorruptShardError")
 def test_deeply_nested_envelope_is_a_corrupt_shard() -> None:
     blob = codec.gzip_fixed(DEEP.encode())  # about 150 bytes: admitted by the API server

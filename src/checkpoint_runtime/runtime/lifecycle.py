@@ -24,7 +24,7 @@ from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
-from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConfigError,
@@ -174,8 +174,8 @@ class Runtime:
         api = client.ApiClient(configuration) if self.settings.election_enabled else None
         return backend, api
 
-    def _elect(self, api: client.ApiClient) -> int | None:
-        """Wait until we lead; our epoch, or None if asked to stop first."""
+    def _elect(self, api: client.ApiClient) -> Term | None:
+        """Wait until we lead; our term, or None if asked to stop first."""
         from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
         from checkpoint_runtime.runtime import credentials
 
@@ -191,12 +191,12 @@ class Runtime:
         self._wait(lambda: election.elected.is_set() or election.lost.is_set())
         if not election.elected.is_set() or election.lost.is_set():
             return None
-        epoch = elector.epoch
-        if epoch is None:  # elected, then lost before we looked
+        term = elector.term()
+        if term is None:  # elected, then lost before we looked
             self._on_fatal(LeadershipLostError("leadership lost right after it was acquired"))
             return None
-        log.info("leading", extra={"epoch": epoch, "identity": self.identity})
-        return epoch
+        log.info("leading", extra={"epoch": term.epoch, "identity": self.identity})
+        return term
 
     def _check_absent_shards(self, store: Store, backend: Backend) -> None:
         """A configured collector whose shard the open did not find must have no object under
@@ -219,9 +219,7 @@ class Runtime:
             elected = self._elect(api)
             if elected is None:
                 return self._finish(None)
-            epoch = elected
-            assert self._election is not None
-            lease_uid = self._election.elector.lease_uid
+            epoch, lease_uid = elected.epoch, elected.lease_uid
         self.phase = "opening"
         try:
             store = Store.open(

@@ -282,7 +282,9 @@ def test_oversize_shard_is_refused_naming_shard_size_limit_and_rows(
     store.batch(ROWS)
     before = target.stored(lease)
     proxy = fault_proxy()
-    store = Store.open(target.backend(lease, host=proxy.host), writer="w", epoch=1)
+    # one chunk slot (maxChunks 1): the state must fit one object, as before chunking
+    backend = target.backend(lease, host=proxy.host)
+    store = Store.open(backend, writer="w", epoch=1, max_chunks=1)
     big = incompressible_rows(2 * CONFIGMAP_VALUE_LIMIT + 200_000)
     with pytest.raises(ExceptionGroup) as raised:
         store.batch(big)

@@ -21,14 +21,7 @@ from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv.support.clocks import FrozenClock
 from checkpoint_testenv.support.polling import wait_for
-
-
-def fetch(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+from checkpoint_testenv.support.runtime_process import http_get
 
 
 def test_health_server_routes() -> None:
@@ -44,15 +37,15 @@ def test_health_server_routes() -> None:
     )
     server.start()
     try:
-        assert fetch(server.port, "/healthz")[0] == 200
-        assert fetch(server.port, "/readyz")[0] == 503
+        assert http_get(server.port, "/healthz")[0] == 200
+        assert http_get(server.port, "/readyz")[0] == 503
         state["ready"], state["healthy"] = True, False
-        assert fetch(server.port, "/readyz")[0] == 200
-        assert fetch(server.port, "/healthz")[0] == 503
-        status, body = fetch(server.port, "/metrics")
+        assert http_get(server.port, "/readyz")[0] == 200
+        assert http_get(server.port, "/healthz")[0] == 503
+        status, body = http_get(server.port, "/metrics")
         assert status == 200
         assert "demo_value 7.0" in body
-        assert fetch(server.port, "/nope")[0] == 404
+        assert http_get(server.port, "/nope")[0] == 404
         for path in ("/healthz", "/readyz", "/metrics"):  # only GET reads a probe or the series
             post = urllib.request.Request(
                 f"http://127.0.0.1:{server.port}{path}", data=b"", method="POST"
@@ -82,7 +75,7 @@ def test_metrics_is_prometheus_clients_own_app() -> None:
         with urllib.request.urlopen(ask, timeout=5) as answer:
             assert answer.headers["Content-Encoding"] == "gzip"
             assert b"demo_value 7.0" in gzip.decompress(answer.read())
-        status, body = fetch(server.port, "/metrics?name[]=other_value")
+        status, body = http_get(server.port, "/metrics?name[]=other_value")
         assert status == 200
         assert "other_value 1.0" in body
         assert "demo_value" not in body

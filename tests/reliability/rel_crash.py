@@ -36,7 +36,7 @@ from kubernetes import client
 from checkpoint_runtime.backends.file import LEGACY_SUFFIX, SHARD_SUFFIX, write_legacy_file
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, ANNOTATION_SHARD_KEY, LEGACY_DATA_KEY
 from checkpoint_runtime.errors import CorruptShardError
-from checkpoint_runtime.format import codec
+from checkpoint_runtime.format import codec, codec_v3
 from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
 from checkpoint_runtime.format.naming import label_selector
 from checkpoint_runtime.format.reference_rows import FeedWorkload
@@ -154,7 +154,10 @@ class FilePlace(Place):
                 shard = header["annotations"][ANNOTATION_SHARD_KEY]
             except (ValueError, KeyError, TypeError) as error:
                 raise CorruptShardError(path.name, f"torn header: {error}") from None
-            codec.decode_shard(shard, blob)  # a torn blob fails here
+            if codec_v3.is_v3(shard, blob):  # a torn blob fails here
+                codec_v3.decode_head(shard, blob)
+            else:
+                codec.decode_shard(shard, blob)
         return self.temp_files()
 
     def temp_files(self) -> int:

@@ -10,7 +10,11 @@ import zlib
 import pytest
 from store_harness import Harness, RawObject, open_store, raw_shard
 
-from checkpoint_runtime.constants import ANNOTATION_SHARD_KEY, CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.constants import (
+    ANNOTATION_LEASE,
+    ANNOTATION_SHARD_KEY,
+    CONFIGMAP_VALUE_LIMIT,
+)
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.naming import shard_labels, shard_name
@@ -105,7 +109,13 @@ def test_another_stores_shards_in_the_same_place_are_left_alone(harness: Harness
     other = "another-lease"
     harness.put_raw(
         shard_name(other, FEED),
-        RawObject(shard_labels(other), stored.annotations, b"not ours to decode"),
+        # its own labels and its own Lease annotation: another store's object, not a mislabeled
+        # one of ours (that one is refused by name)
+        RawObject(
+            shard_labels(other),
+            {**stored.annotations, ANNOTATION_LEASE: other},
+            b"not ours to decode",
+        ),
     )
     assert dict(open_store(harness).items()) == ROWS
 

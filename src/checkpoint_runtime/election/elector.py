@@ -92,6 +92,8 @@ class LeaderElector:
         self._observed_time = 0.0
         self._term: Term | None = None
         """Our current term, replaced whole under `_mutex` so no reader sees parts of two terms."""
+        self._lease_uid = ""
+        """The Lease uid of our current or last term (kept after it ends), under `_mutex`."""
         self._writing = threading.Lock()
         """Serialises the Lease writes of the renew loop and `renew_above`."""
 
@@ -110,9 +112,9 @@ class LeaderElector:
 
     @property
     def lease_uid(self) -> str:
-        """metadata.uid of the Lease object of our current term."""
+        """metadata.uid of the Lease object of our current (or last) term."""
         with self._mutex:
-            return self._term.lease_uid if self._term is not None else ""
+            return self._lease_uid
 
     def term(self) -> Term | None:
         """Our current term (epoch and Lease uid read together), or None when not leading."""
@@ -368,6 +370,7 @@ class LeaderElector:
             self._observed = record
             self._observed_time = self._clock()
             self._term = term
+            self._lease_uid = term.lease_uid
         return True
 
 

@@ -287,14 +287,16 @@ case(
     name="ConfigError",
     files=KUBE_CONFIG,
 )
-for poison, name in [
+# every poisoned store folder and the error it must give, for each command that opens it
+POISONED_STORES = [
     ("empty", "UnreadableShardError"),
     ("no-header", "UnreadableShardError"),
     ("truncated", "CorruptShardError"),
     ("foreign", "UnreadableShardError"),
     ("gzip-bomb", "CorruptShardError"),
     ("garbage-blob", "CorruptShardError"),
-]:
+]
+for poison, name in POISONED_STORES:
     case(
         f"run/store-{poison}",
         "run",
@@ -309,14 +311,7 @@ for poison, name in [
 
 # ---- inspect, migrate, project, set-aside --------------------------------------------------
 
-for poison, name in [
-    ("empty", "UnreadableShardError"),
-    ("no-header", "UnreadableShardError"),
-    ("truncated", "CorruptShardError"),
-    ("foreign", "UnreadableShardError"),
-    ("gzip-bomb", "CorruptShardError"),
-    ("garbage-blob", "CorruptShardError"),
-]:
+for poison, name in POISONED_STORES:
     case(
         f"inspect/store-{poison}",
         "inspect",

@@ -31,3 +31,13 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
         return FileHarness(tmp_path / "checkpoints")
     kube_harness: KubeHarness = request.getfixturevalue("kube")
     return kube_harness
+
+
+@pytest.fixture
+def kube_api(kube: KubeHarness) -> Iterator[client.ApiClient]:
+    """An admin client with the kubernetes client's own retries off."""
+    configuration = kube.release.configuration()
+    configuration.retries = 0
+    api = client.ApiClient(configuration)
+    yield api
+    api.close()

@@ -99,15 +99,6 @@ class FrozenClock:
 
 
 @pytest.fixture
-def kube_api(kube: KubeHarness) -> Iterator[client.ApiClient]:
-    configuration = kube.release.configuration()
-    configuration.retries = 0
-    api = client.ApiClient(configuration)
-    yield api
-    api.close()
-
-
-@pytest.fixture
 def admin_leases(control_plane: object) -> Iterator[client.CoordinationV1Api]:
     with control_plane.admin_api() as api:  # type: ignore[attr-defined]
         yield client.CoordinationV1Api(api)

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -56,15 +56,6 @@ def test_an_uncertain_write_is_ours_only_with_our_write_id(
     assert open_store(kube).get(CURSOR) == "rival"
     assert store.dirty_shards() == [FEED]  # ours is still to be written, not taken as done
     assert len([e for e in proxy.events if e.method == "PUT" and e.action is Action.ANSWER]) == 1
-
-
-@pytest.fixture
-def kube_api(kube: KubeHarness) -> Iterator[client.ApiClient]:
-    configuration = kube.release.configuration()
-    configuration.retries = 0
-    api = client.ApiClient(configuration)
-    yield api
-    api.close()
 
 
 def test_a_takeover_is_guarded_by_the_version_read_before_the_proof(

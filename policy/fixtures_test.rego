@@ -232,7 +232,7 @@ fixture_deployment := {
 						],
 					},
 				},
-				"automountServiceAccountToken": true,
+				"automountServiceAccountToken": false,
 				"containers": [
 					{
 						"args": [
@@ -323,6 +323,11 @@ fixture_deployment := {
 								"mountPath": "/tmp",
 								"name": "tmp",
 							},
+							{
+								"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+								"name": "kube-api-access",
+								"readOnly": true,
+							},
 						],
 					},
 				],
@@ -349,6 +354,44 @@ fixture_deployment := {
 							"sizeLimit": "64Mi",
 						},
 						"name": "tmp",
+					},
+					{
+						"name": "kube-api-access",
+						"projected": {
+							"defaultMode": 420,
+							"sources": [
+								{
+									"serviceAccountToken": {
+										"expirationSeconds": 3600,
+										"path": "token",
+									},
+								},
+								{
+									"configMap": {
+										"items": [
+											{
+												"key": "ca.crt",
+												"path": "ca.crt",
+											},
+										],
+										"name": "kube-root-ca.crt",
+									},
+								},
+								{
+									"downwardAPI": {
+										"items": [
+											{
+												"fieldRef": {
+													"apiVersion": "v1",
+													"fieldPath": "metadata.namespace",
+												},
+												"path": "namespace",
+											},
+										],
+									},
+								},
+							],
+						},
 					},
 				],
 			},

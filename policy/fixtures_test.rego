@@ -174,8 +174,7 @@ fixture_deployment := {
 		"annotations": {
 			"checkov.io/skip1": "CKV_K8S_43=the image is pinned by tag only: the chart cannot know the digest of the image you build; set image.digest to pin it by content",
 			"checkov.io/skip2": "CKV_K8S_15=imagePullPolicy IfNotPresent with a pinned tag: Always would need the registry at every pod start and fails for images preloaded onto nodes; set image.pullPolicy to Always to re-check pull secrets on every start",
-			"checkov.io/skip3": "CKV_K8S_38=the kubernetes store reads and writes its shards and its Lease through the API server",
-			"checkov.io/skip4": "CKV2_K8S_6=networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom",
+			"checkov.io/skip3": "CKV2_K8S_6=networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom",
 			"kube-score/ignore": "container-image-pull-policy,pod-networkpolicy,deployment-has-poddisruptionbudget,container-ephemeral-storage-request-and-limit",
 		},
 		"labels": {

@@ -26,7 +26,7 @@ fixture_service_account := {
 fixture_config := {
 	"apiVersion": "v1",
 	"data": {
-		"config.json": "{\n  \"collectors\": [],\n  \"http\": {\n    \"bindAddress\": \"0.0.0.0\",\n    \"port\": 8080\n  },\n  \"leaderElection\": {\n    \"enabled\": true,\n    \"leaseDurationSeconds\": 15,\n    \"renewDeadlineSeconds\": 10,\n    \"retryPeriodSeconds\": 2\n  },\n  \"sink\": {\n    \"kind\": \"stdout\"\n  },\n  \"store\": {\n    \"backend\": \"kubernetes\",\n    \"deadlineSeconds\": 30,\n    \"debounceSeconds\": 1,\n    \"leaseName\": \"cr-checkpoint-runtime\",\n    \"namespace\": \"ns1\"\n  }\n}\n",
+		"config.json": "{\n  \"collectors\": [],\n  \"http\": {\n    \"bindAddress\": \"0.0.0.0\",\n    \"port\": 8080\n  },\n  \"leaderElection\": {\n    \"enabled\": true,\n    \"leaseDurationSeconds\": 15,\n    \"renewDeadlineSeconds\": 10,\n    \"retryPeriodSeconds\": 2\n  },\n  \"sink\": {\n    \"kind\": \"stdout\"\n  },\n  \"store\": {\n    \"backend\": \"kubernetes\",\n    \"deadlineSeconds\": 30,\n    \"debounceSeconds\": 1,\n    \"etcdQuotaBytes\": 2147483648,\n    \"leaseName\": \"cr-checkpoint-runtime\",\n    \"maxChunks\": 8,\n    \"namespace\": \"ns1\",\n    \"writeBudgetBytesPerSecond\": 262144\n  }\n}\n",
 	},
 	"kind": "ConfigMap",
 	"metadata": {
@@ -200,7 +200,7 @@ fixture_deployment := {
 		"template": {
 			"metadata": {
 				"annotations": {
-					"checksum/config": "c924c4d8e6aad10b781c1475f5404b43c6b3d657af46d7c54d8a176d9a385009",
+					"checksum/config": "79949cea684df3d2bf3f80886c753c205b0674d5b74a279ff0d91c068e77c009",
 				},
 				"labels": {
 					"app.kubernetes.io/component": "runtime",

@@ -5,7 +5,7 @@ import rego.v1
 
 # The names-scope release of rbac_names_test.rego with this legacy ConfigMap, pinned in the Role.
 legacy_docs(legacy) := array.concat(
-	array.concat(array.slice(fixture_release, 0, index_config), [names_config(names_collectors, legacy), names_role(names_rules(array.concat(array.slice(names_pinned, 0, 2), [legacy])))]),
+	array.concat(array.slice(fixture_release, 0, index_config), [names_config(names_collectors, legacy), names_role(names_rules(array.concat(array.slice(names_pinned, 0, count(names_pinned) - 1), [legacy])))]),
 	array.slice(fixture_release, index_role + 1, count(fixture_release)),
 )
 

@@ -97,10 +97,15 @@ expected_configmap_names(role) := names if {
 	names := store_configmap_names(config)
 } else := pinned_configmap_names(role)
 
-store_configmap_names(config) := {shard_name(lease, collector_namespace(collector)) |
+store_configmap_names(config) := ({shard_name(lease, collector_namespace(collector)) |
 	lease := object.get(config, ["store", "leaseName"], "")
 	some collector in object.get(config, "collectors", [])
-} | {legacy |
+} | {chunk_slot_name(shard_name(lease, collector_namespace(collector)), generation, index) |
+	lease := object.get(config, ["store", "leaseName"], "")
+	some collector in object.get(config, "collectors", [])
+	some generation in ["a", "b"]
+	some index in numbers.range(0, object.get(config, ["store", "maxChunks"], 8) - 1) # the runtime's default
+}) | {legacy |
 	legacy := object.get(config, ["store", "legacyConfigMap"], "")
 	legacy != ""
 }
@@ -126,6 +131,9 @@ shard_name(lease, shard) := name if {
 	joined := concat("-", [part | some part in [prefix, readable, digest]; part != ""])
 	name := regex.replace(joined, `[-.]{2,}`, "-")
 }
+
+# The runtime's chunk_slot_name: a chunk slot of a shard, "<shard name>-c<generation><index>".
+chunk_slot_name(shard, generation, index) := sprintf("%s-c%s%d", [shard, generation, index])
 
 config_lease_names := {name |
 	some config in runtime_configs

@@ -22,11 +22,17 @@ names_config(collectors, legacy) := json.patch(fixture_config, [{
 	])),
 }])
 
-names_pinned := [
-	shard_name(names_lease, "flowlogs"),
-	shard_name(names_lease, "corp.example/objectstore/audit"),
-	"legacy-checkpoints",
+names_shards := [shard_name(names_lease, "flowlogs"), shard_name(names_lease, "corp.example/objectstore/audit")]
+
+# Each shard's chunk slots at the default maxChunks (8): generations a and b, indexes 0..7.
+names_slots := [chunk_slot_name(shard, generation, index) |
+	some shard in names_shards
+	some generation in ["a", "b"]
+	some index in numbers.range(0, 7)
 ]
+
+# The heads, their chunk slots, and the legacy ConfigMap last.
+names_pinned := array.concat(array.concat(names_shards, names_slots), ["legacy-checkpoints"])
 
 names_rules(names) := [
 	{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"], "resourceNames": names},
@@ -64,6 +70,33 @@ test_names_scope_shard_names_follow_the_runtime_derivation if {
 	startswith(shard_name("a", "t_1/objectstore/f__-.x"), "a-t-1.objectstore.f-x-")
 }
 
+test_names_scope_chunk_slots_follow_the_runtime_derivation if {
+	chunk_slot_name("cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1", "b", 12) == "cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb12"
+	count(names_slots) == 32
+}
+
+test_names_scope_missing_a_chunk_slot_is_denied if {
+	pinned := [name | some name in names_pinned; name != names_slots[15]]
+	rbac3(names_docs(names_rules(pinned))) == {concat("", [
+		"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra []; missing [get configmaps/",
+		names_slots[15], ", update configmaps/", names_slots[15], "]",
+	])}
+}
+
+test_names_scope_slots_follow_max_chunks if {
+	config := json.patch(names_config(names_collectors, "legacy-checkpoints"), [{
+		"op": "replace",
+		"path": "/data/config.json",
+		"value": json.marshal(json.patch(json.unmarshal(names_config(names_collectors, "legacy-checkpoints").data["config.json"]), [{"op": "replace", "path": "/store/maxChunks", "value": 1}])),
+	}])
+	slots := [chunk_slot_name(shard, generation, 0) | some shard in names_shards; some generation in ["a", "b"]]
+	docs := array.concat(
+		array.concat(array.slice(fixture_release, 0, index_config), [config, names_role(names_rules(array.concat(array.concat(names_shards, slots), ["legacy-checkpoints"])))]),
+		array.slice(fixture_release, index_role + 1, count(fixture_release)),
+	)
+	denies_combined(docs) == set()
+}
+
 test_names_scope_with_list_is_denied if {
 	rules := names_rules(names_pinned)
 	docs := names_docs(array.concat(rules, [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]))
@@ -71,7 +104,7 @@ test_names_scope_with_list_is_denied if {
 }
 
 test_names_scope_pinned_to_a_wrong_name_is_denied if {
-	wrong := array.concat(array.slice(names_pinned, 0, 2), ["unrelated-app-config"])
+	wrong := array.concat(array.slice(names_pinned, 0, count(names_pinned) - 1), ["unrelated-app-config"])
 	rbac3(names_docs(names_rules(wrong))) == {concat("", [
 		"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [get configmaps/unrelated-app-config, update configmaps/unrelated-app-config]; ",
 		"missing [get configmaps/legacy-checkpoints, update configmaps/legacy-checkpoints]",
@@ -79,7 +112,7 @@ test_names_scope_pinned_to_a_wrong_name_is_denied if {
 }
 
 test_names_scope_missing_a_shard_is_denied if {
-	rbac3(names_docs(names_rules(array.slice(names_pinned, 1, 3)))) == {concat("", [
+	rbac3(names_docs(names_rules(array.slice(names_pinned, 1, count(names_pinned))))) == {concat("", [
 		"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra []; missing [get configmaps/",
 		names_pinned[0], ", update configmaps/", names_pinned[0], "]",
 	])}

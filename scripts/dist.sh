@@ -2,21 +2,26 @@
 # Builds the checkpoint-runtime wheel (runtime code, schemas, and for the gate extra the chart,
 # policies and example values) into a folder: dist/ by default, or the folder given as $1.
 # Progress goes to stderr; the last stdout line is the folder, for scripts that install from it.
-# Needs the project's .venv (`scripts/just setup`), which holds the pinned build backend.
+# Built by pip, the standard build front-end, with any Python 3.11 ($PYTHON, else the project's
+# .venv, else python3.11): with the pinned build backend when that Python has it (the dev
+# install does: the same bytes every time), else in pip's isolated build environment.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py=${PYTHON:-$root/.venv/bin/python}
+[[ -n ${PYTHON:-} || -x $py ]] || py=python3.11
 out=${1:-$root/dist}
+isolation=()
 if ! "$py" -c 'import hatchling' 2>/dev/null; then
-  echo "dist: $py has no hatchling; run: scripts/just setup" >&2
-  exit 1
+  echo "dist: $py has no build backend: pip builds in an isolated environment" >&2
+else
+  isolation=(--no-build-isolation)
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 rm -f "$out"/checkpoint_runtime-*.whl
 echo "dist: building the checkpoint-runtime wheel into $out" >&2
 start=$(date +%s)
-"$py" -m pip wheel --no-deps --no-build-isolation --disable-pip-version-check \
+"$py" -m pip wheel --no-deps "${isolation[@]}" --disable-pip-version-check \
   --wheel-dir "$out" "$root" >&2
 # The package data comes in through symlinks (src/checkpoint_runtime/data/*): a source tree
 # without the top-level folders would build a wheel that fails at run time, so check here.

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "reliability"))
 
 from kubernetes import client  # noqa: E402
+from rel_chunk_races import Scope, explore, random_trials  # noqa: E402
 from rel_crash import FilePlace, KubePlace, migrate_trial, persist_trial  # noqa: E402
 from rel_faults import CASES, FaultRunner  # noqa: E402
 from rel_lease import lease_recreation_trial  # noqa: E402
@@ -124,6 +125,43 @@ class Soak:
             ["wall time", f"{seconds:.0f} s"],
         ]  # fmt: skip
         self.section("Deposed-leader races", table(["", "figure"], rows))
+
+    def chunks(self) -> None:
+        """Chunked shards: every schedule of two writers in the small scope, then random
+        schedules in the larger one (tests/reliability/rel_chunk_races.py)."""
+        from checkpoint_runtime.store import planner
+
+        saved = planner.INLINE_BASE_MAX_BYTES, planner.CHUNK_TARGET_BYTES
+        planner.INLINE_BASE_MAX_BYTES, planner.CHUNK_TARGET_BYTES = 0, 64  # chunk a few rows
+        rows: list[list[Any]] = []
+        try:
+            runs = [
+                ("every schedule, clean", lambda: explore(self.target, Scope())),
+                ("every schedule, a slot left by a crash",
+                 lambda: explore(self.target, Scope(leftover=True))),
+                (f"{self.args.chunk_trials} random schedules, 2 chunks, 2 persists each",
+                 lambda: random_trials(self.target, Scope(True, 2, 2, 1), self.args.seed,
+                                       self.args.chunk_trials)),
+            ]  # fmt: skip
+            for title, outcomes in runs:
+                started, counts, violations = time.monotonic(), Counter[str](), 0
+                try:
+                    for outcome in outcomes():
+                        counts["schedules"] += 1
+                        counts["crashed"] += bool(outcome.crashed)
+                        counts["acked"] += len(outcome.acked)
+                        counts["refused"] += len(outcome.failed)
+                except AssertionError as error:
+                    violations += 1
+                    self.violation(f"chunk races: {title}", error)
+                rows.append([title, counts["schedules"], counts["acked"], counts["refused"],
+                             counts["crashed"], violations,
+                             f"{time.monotonic() - started:.0f} s"])  # fmt: skip
+        finally:
+            planner.INLINE_BASE_MAX_BYTES, planner.CHUNK_TARGET_BYTES = saved
+        headers = ["scope", "schedules", "acked persists", "refused", "with a crash",
+                   "violations", "wall time"]  # fmt: skip
+        self.section("Chunked-shard races", table(headers, rows))
 
     def faults(self) -> None:
         runner = FaultRunner(self.plane, self.target, self.proxy)
@@ -490,6 +528,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=5.0, help="load duration (default 5)")
     parser.add_argument("--race-trials", type=int, default=200)
     parser.add_argument("--race-steps", type=int, default=30)
+    parser.add_argument("--chunk-trials", type=int, default=200, help="random chunk schedules")
     parser.add_argument("--crash-trials", type=int, default=52, help="split over 4 kinds")
     parser.add_argument("--fault-rounds", type=int, default=3, help="times every case runs")
     parser.add_argument("--collectors", type=int, default=50)
@@ -502,7 +541,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--outage-shards", type=int, default=3)
     parser.add_argument(
         "--phases",
-        default="suite,races,lease,faults,outage,crashes,load,saturation,atheris",
+        default="suite,races,chunks,lease,faults,outage,crashes,load,saturation,atheris",
     )
     parser.add_argument("--atheris", help="a Python with atheris installed (optional phase)")
     parser.add_argument("--atheris-seconds", type=int, default=60)

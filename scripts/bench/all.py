@@ -1,8 +1,10 @@
 """Every benchmark (`just bench`): writes docs/benchmarks.md and its PNG plots.
 
-Runs the codec, persist, store and scale benchmarks in this process (one real control plane
-shared by persist, store_ops and scale), then scripts/bench/render.py and scripts/bench/store.py if
-they exist (as subprocesses, their printed tables captured), and judges each target.
+Runs the codec, persist, store, scale and etcd-cost benchmarks in this process (one real control
+plane shared by persist, store_ops, scale and the etcd WAL and budget runs; the time-to-NOSPACE
+run starts its own small-quota ones), then scripts/bench/render.py, store.py, cli.py and
+rowblock.py if they exist (as subprocesses, their printed tables captured), and judges each
+target.
 
     .venv/bin/python scripts/bench/all.py [--quick] [--out DIR] [--no-external]
 """
@@ -36,7 +38,7 @@ from checkpoint_testenv.controlplane import running_control_plane
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-EXTERNAL = ("render", "store")
+EXTERNAL = ("render", "store", "cli", "rowblock")
 CODEC_BYTES_TARGET = {"old-design": 0.62, "uuid": 0.70}
 CODEC_DECODE_TARGET = 1.0
 ONE_ROW_TARGET = 1.2  # persist after 1 changed row / raw PUT of the same blob, p50
@@ -107,6 +109,7 @@ class Results:
     persist: Any
     store_ops: Any
     scale: Any
+    etcd: Any = None
     externals: list[External] = field(default_factory=list)
     quick: bool = False
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -133,12 +136,16 @@ def collect(plane: Any | None = None, quick: bool = False, external: bool = True
         persist_report = load("persist").run(live, quick=quick)
         store_report = load("store_ops").run(live, quick=quick)
         scale_report = load("scale").run(live, quick=quick)
+        # --quick: no time-to-NOSPACE run (two more control planes, minutes of persists)
+        etcd_parts = ("wal", "budget") if quick else ("wal", "budget", "nospace")
+        etcd_report = load("etcd_cost").run(live, quick=quick, parts=etcd_parts)
     externals = [run_external(name, quick) for name in EXTERNAL] if external else []
     return Results(
         codec=codec_report,
         persist=persist_report,
         store_ops=store_report,
         scale=scale_report,
+        etcd=etcd_report,
         externals=externals,
         quick=quick,
         started=started,
@@ -400,6 +407,8 @@ def targets(results: Results) -> list[Target]:
             ),
         )
     )
+    if results.etcd is not None:
+        found += [Target(*target) for target in load("etcd_cost").targets(results.etcd)]
     return found
 
 
@@ -567,6 +576,15 @@ def markdown(results: Results, plots: list[Path], out: Path) -> str:
     lines += ["## 6. Shard sizes of the reference configurations (scripts/bench/store.py)", ""]
     store = next((item for item in results.externals if item.name == "store"), None)
     lines += _external_section(store) if store else ["Not run (`--no-external`).", ""]
+    if results.etcd is not None:
+        lines += ["## 7. What a persist costs etcd (scripts/bench/etcd_cost.py)", ""]
+        lines += [table.markdown() for table in results.etcd.tables]
+    lines += ["## 8. CLI start-up, whole processes (scripts/bench/cli.py)", ""]
+    cli = next((item for item in results.externals if item.name == "cli"), None)
+    lines += _external_section(cli) if cli else ["Not run (`--no-external`).", ""]
+    lines += ["## 9. Row block layout (scripts/bench/rowblock.py)", ""]
+    block = next((item for item in results.externals if item.name == "rowblock"), None)
+    lines += _external_section(block) if block else ["Not run (`--no-external`).", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -582,7 +600,7 @@ def main(argv: Sequence[str] | None = None, plane: Any | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke sizes for every benchmark")
     parser.add_argument("--out", type=Path, default=REPO / "docs", help="folder for the report")
-    parser.add_argument("--no-external", action="store_true", help="skip render.py and store.py")
+    parser.add_argument("--no-external", action="store_true", help="skip the subprocess benchmarks")
     args = parser.parse_args(argv)
     results = collect(plane, quick=args.quick, external=not args.no_external)
     document = write(results, args.out)
@@ -590,7 +608,8 @@ def main(argv: Sequence[str] | None = None, plane: Any | None = None) -> int:
         verdict = {True: "met", False: "MISSED", None: "not evaluated"}[target.met]
         print(f"{verdict:>13}  {target.name}: {target.measured} (wanted {target.wanted})")
     every = results.codec.tables + results.persist.tables + results.store_ops.tables
-    for table in every + results.scale.tables:
+    etcd_tables = results.etcd.tables if results.etcd is not None else []
+    for table in every + results.scale.tables + etcd_tables:
         print(table.markdown())
     for item in results.externals:
         print(f"--- {item.name}.py ({'exit ' + str(item.returncode) if item.ran else 'absent'})")

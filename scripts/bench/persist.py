@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -365,12 +365,12 @@ def measure_windows(
     shards = sorted(store.shard_states())
     targets = [shard for shard in shards if "/objectstore/" in shard][:updated]
     result = WindowCount(label, len(shards), updated, debounce)
-    persist_due, dirty_shards = store.persist_due, store.dirty_shards
+    persist_due, admit = store.persist_due, store.budget.admit
     window = threading.local()
 
-    def recorded_dirty_shards() -> list[str]:
-        """The dirty set persist_due itself took, so the budget is exactly what it saw."""
-        found = dirty_shards()
+    def recorded_admit(expected: Mapping[str, int]) -> list[str]:
+        """The dirty set persist_due itself admitted, so the budget is exactly what it saw."""
+        found = admit(expected)
         if getattr(window, "open", False):
             window.dirty = len(found)
         return found
@@ -393,7 +393,7 @@ def measure_windows(
             result.over_budget += wrote > window.dirty
         return persisted
 
-    store.dirty_shards = recorded_dirty_shards  # type: ignore[method-assign]
+    store.budget.admit = recorded_admit  # type: ignore[method-assign]
     store.persist_due = counted_persist_due  # type: ignore[method-assign]
     errors: list[BaseException] = []
     debouncer = Debouncer(store, errors.append)

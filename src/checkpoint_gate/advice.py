@@ -12,6 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from checkpoint_runtime.constants import (
+    DEFAULT_ETCD_QUOTA_BYTES,
+    DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
+)
+from checkpoint_runtime.runtime.projection import EtcdWindow, etcd_window
+
 Json = dict[str, Any]
 
 
@@ -67,7 +73,21 @@ def advise(values: Json) -> list[Advice]:
             )
         )
     advice += egress_advice(values)
+    if not file_store:
+        window = etcd_values_window(checkpoint)
+        if window.warns:
+            key = "checkpoint.writeBudgetBytesPerSecond"
+            advice.append(Advice("ETCD-1", key, window.message()))
     return advice
+
+
+def etcd_values_window(checkpoint: Json) -> EtcdWindow:
+    """The release's worst-case bytes per API server compaction window against the declared
+    etcd quota (checkpoint.writeBudgetBytesPerSecond, checkpoint.etcdQuotaBytes)."""
+    return etcd_window(
+        int(checkpoint.get("writeBudgetBytesPerSecond", DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND)),
+        int(checkpoint.get("etcdQuotaBytes", DEFAULT_ETCD_QUOTA_BYTES)),
+    )
 
 
 def collector_endpoints(collectors: list[Json]) -> list[tuple[int, str, str]]:

@@ -8,23 +8,26 @@ against the Kubernetes schemas, the rendered runtime config through the runtime'
 check (what `checkpoint-runtime run` would refuse, named by its values key), and the policies
 are evaluated. Every finding is printed with its rule and object; the exit status is 1 when
 anything is denied, 2 when the values cannot be read (a one-line `error:` naming the file).
+`--output -` prints the manifests the gate rendered (no separate helm needed).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from checkpoint_gate.engine import POLICY_WASM, Level
 from checkpoint_gate.junit import write_junit_xml
 from checkpoint_gate.manifests import Json, RenderError
+from checkpoint_gate.output import manifests_yaml
 from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_gate.pipeline import Finding, Gate, GateResult
 from checkpoint_gate.render import DEFAULT_NAMESPACE, DEFAULT_RELEASE, CliRenderer
 from checkpoint_gate.values import load_values
-from checkpoint_runtime.errors import CheckpointError
+from checkpoint_runtime.errors import CheckpointError, ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +58,13 @@ def register(subparsers: Any) -> None:
         " policies; see docs/gate.md to build your own)",
     )
     parser.add_argument("--junit-xml", type=Path, metavar="FILE")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="also write the manifests the gate rendered (YAML, `# Source:` per object, as helm "
+        "template prints them) to FILE; `-` prints them on stdout and the report on stderr",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print denies and totals only")
     parser.set_defaults(func=run)
 
@@ -81,16 +91,41 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: gate: {error}", file=sys.stderr)
         return 2
     results: list[tuple[str, GateResult]] = []
-    for name, values in documents:
-        result = gate.run(values, release=args.release, namespace=args.namespace)
-        results.append((name, result))
-        print_result(name, result, args)
-    if args.junit_xml:
-        write_junit_xml(args.junit_xml, results)
-        print(f"gate: JUnit XML written to {args.junit_xml}")
-    failed = [name for name, result in results if result.denied]
-    print(f"gate: {len(results) - len(failed)} of {len(results)} values documents pass")
+    stdout = sys.stdout
+    # With the manifests on stdout, the report goes to stderr.
+    to_stderr = args.output == "-"
+    with contextlib.redirect_stdout(sys.stderr) if to_stderr else contextlib.nullcontext():
+        for name, values in documents:
+            result = gate.run(values, release=args.release, namespace=args.namespace)
+            results.append((name, result))
+            print_result(name, result, args)
+        if args.junit_xml:
+            write_junit_xml(args.junit_xml, results)
+            print(f"gate: JUnit XML written to {args.junit_xml}")
+        if args.output:
+            write_manifests(args.output, results, stdout)
+        failed = [name for name, result in results if result.denied]
+        print(f"gate: {len(results) - len(failed)} of {len(results)} values documents pass")
     return 1 if failed else 0
+
+
+def write_manifests(output: str, results: list[tuple[str, GateResult]], stdout: TextIO) -> None:
+    """The rendered manifests of every values document (headed by its name when several); a
+    file that cannot be written is a ConfigError naming it (exit 2)."""
+    several = len(results) > 1
+    text = "".join(
+        manifests_yaml(result.manifests, f"values: {name}" if several else "")
+        for name, result in results
+    )
+    if output == "-":
+        stdout.write(text)
+        stdout.flush()
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ConfigError("--output", f"cannot write {output}: {error.strerror}") from None
+    print(f"gate: rendered manifests written to {output}")
 
 
 def print_result(name: str, result: GateResult, args: argparse.Namespace) -> None:

@@ -4,8 +4,9 @@ The policies in policy/ are plain conftest policy (`package main`, `deny`/`warn`
 compiles them with OPA to a WebAssembly module (policy.wasm beside this file, committed) whose
 entrypoint `gate/verdicts` (entrypoint.rego) evaluates them the two ways conftest runs them: one
 document at a time (`conftest test`) and the whole release at once (`conftest test --combine`),
-where the cross-object rules fire. The module is compiled once per process (wasmtime) and each
-release is one evaluation. Both sets of messages are merged; a message found both ways counts
+where the cross-object rules fire. The module is compiled by wasmtime once per machine and kept
+in the user's cache (checkpoint_gate.wasmcache), loaded once per process, and each release is
+one evaluation. Both sets of messages are merged; a message found both ways counts
 once.
 
 An evaluation error (a policy that fails at run time) never escapes as a traceback: the release
@@ -28,6 +29,7 @@ from opapywasm import UNDEFINED, OpaBuiltinError, OpaWasmError, OpaWasmPolicy, P
 from opapywasm import runtime as _wasm_runtime
 
 from checkpoint_gate.manifests import Manifest, manifest_label
+from checkpoint_gate.wasmcache import policy_from_wasm
 
 POLICY_WASM = Path(__file__).with_name("policy.wasm")
 VERDICTS = "gate/verdicts"
@@ -93,7 +95,7 @@ def _load(wasm: Path) -> OpaWasmPolicy:
     # One instance: the gate evaluates from one thread; a pool would only cost start-up time.
     config = PolicyConfig(pool_size=1, default_entrypoint=VERDICTS, max_input_bytes=64_000_000)
     try:
-        policy = OpaWasmPolicy.from_wasm_file(wasm, config=config)
+        policy = policy_from_wasm(wasm.read_bytes(), config)
     except (OSError, OpaWasmError) as error:
         detail = " ".join(str(error).split())
         raise PolicyLoadError(f"{wasm}: not a compiled policy module: {detail}") from error

@@ -12,6 +12,7 @@ Deterministic: no timestamps, sorted tables; `just gen` leaves no diff.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +55,8 @@ PURPOSES: dict[tuple[str, str, str, bool], Purpose] = {
     ("", "configmaps", "get", True): Purpose(
         "read a configured shard by name (names scope)",
         "rbac.scope=names: discover the shards by reading each configured collector's shard "
-        "by name on open (no list), read one back to resolve an uncertain write, and read "
-        "the legacy ConfigMap to migrate it.",
+        "(and its chunk slots) by name on open (no list), read one back to resolve an "
+        "uncertain write, and read the legacy ConfigMap to migrate it.",
         "Already as narrow as RBAC allows: pinned to the names the runtime derives from "
         "checkpoint.collectors, and the legacy ConfigMap's.",
     ),
@@ -268,7 +269,7 @@ def _placement(row: RenderedRole) -> str:
     grants = permissions(row.role)
     leases = sorted({name for _, resource, _, name in grants if name and resource == "leases"})
     configmaps = sorted({n for _, resource, _, n in grants if n and resource == "configmaps"})
-    pinned = ", ".join(f"`{name}`" for name in configmaps) or "none (every name)"
+    pinned = _pinned_names(configmaps) or "none (every name)"
     subjects = (row.binding or {}).get("subjects", [])
     bound = (
         ", ".join(f"{s.get('kind')} {s.get('namespace', '')}/{s.get('name')}" for s in subjects)
@@ -277,6 +278,25 @@ def _placement(row: RenderedRole) -> str:
     return (
         f"| {row.values} | `{metadata.get('name', '')}` | `{metadata.get('namespace', '')}` | "
         f"{', '.join(f'`{lease}`' for lease in leases) or '-'} | {pinned} | {bound} |"
+    )
+
+
+_CHUNK_SLOT = re.compile(r"^(?P<head>.+)-c(?P<generation>[ab])(?P<index>\d+)$")
+
+
+def _pinned_names(names: list[str]) -> str:
+    """Pinned names, each shard's chunk slots summed up after its head (2 x maxChunks each)."""
+    slots: dict[str, int] = {}
+    shown = []
+    for name in names:
+        match = _CHUNK_SLOT.match(name)
+        if match is not None and match["head"] in names:
+            slots[match["head"]] = slots.get(match["head"], 0) + 1
+        else:
+            shown.append(name)
+    return ", ".join(
+        f"`{name}`" + (f" (+ {slots[name]} chunk slots `-ca0`...)" if name in slots else "")
+        for name in shown
     )
 
 

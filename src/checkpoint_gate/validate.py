@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,18 @@ class ValuesSchema:
 
     def __init__(self, schema_path: Path) -> None:
         self.schema: Json = json.loads(schema_path.read_text(encoding="utf-8"))
-        validator_class = jsonschema.validators.validator_for(self.schema)
-        validator_class.check_schema(self.schema)
-        self._validator = validator_class(self.schema)
+        # The schema itself is checked against its draft's meta-schema by jsonschema-rs (a
+        # ValueError naming the fault): jsonschema's check_schema takes a second per process.
+        jsonschema_rs.meta.validate(self.schema)
         # The same schema compiled by jsonschema-rs (same draft, same error paths): a valid
         # document, the common case, is accepted at a hundredth of the cost; only an invalid one
         # is walked again by jsonschema for its located errors.
         self._fast = jsonschema_rs.validator_for(self.schema)
+
+    @cached_property
+    def _validator(self) -> Any:
+        """jsonschema's validator, built when a document first fails (for its located errors)."""
+        return jsonschema.validators.validator_for(self.schema)(self.schema)
 
     def violations(self, values: Json) -> list[SchemaViolation]:
         """One violation per failing field (not one per `oneOf` branch that did not match)."""
@@ -177,11 +182,19 @@ def _kubernetes_validator(version: str, strict: bool, api_version: str, kind: st
         )
     except FileNotFoundError:
         return None
+    return jsonschema_rs.Draft202012Validator(schema, registry=_definitions(version, folder))
+
+
+@cache
+def _definitions(version: str, folder: str) -> Any:
+    """The shared definitions every kind's schema refers to, read and indexed once (about a
+    tenth of a second: once per process, not once per kind)."""
+    from kubernetes_validate import utils
+
     definitions = utils.schema_contents(
         f"kubernetes-json-schema/{folder}/_definitions.json", version
     )
-    registry = jsonschema_rs.Registry([(definitions["$id"], definitions)])
-    return jsonschema_rs.Draft202012Validator(schema, registry=registry)
+    return jsonschema_rs.Registry([(definitions["$id"], definitions)])
 
 
 def _schema_version(version: str) -> str:

@@ -57,6 +57,10 @@ COMMANDS: dict[str, Command] = {
         "checkpoint_runtime.ops.commands",
         "show or resolve the migration from the legacy single-ConfigMap checkpoint",
     ),
+    "downgrade": Command(
+        "checkpoint_runtime.ops.downgrade",
+        "rewrite gzip-shards-v3 shards as v2 before rolling back; names those that cannot",
+    ),
     "gate": Command(
         "checkpoint_gate.cli",
         "render the chart with your values and run the policy gate",

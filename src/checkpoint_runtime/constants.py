@@ -11,9 +11,10 @@ MAX_DECODED_ENVELOPE: Final = 128 * 1024 * 1024
 
 # the shard format written, every format ever written (all stay readable), and the single
 # binaryData entry.
-SHARD_FORMAT: Final = "gzip-shards-v2"
+SHARD_FORMAT: Final = "gzip-shards-v3"
+SHARD_FORMAT_V2: Final = "gzip-shards-v2"
 SHARD_FORMAT_V1: Final = "gzip-shards-v1"
-SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT)
+SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT_V2, SHARD_FORMAT)
 SHARD_DATA_KEY: Final = "checkpoint.json.gz"
 
 # the old release's single-ConfigMap format.
@@ -24,6 +25,8 @@ LABEL_PREFIX: Final = "checkpoint-runtime.io"
 LABEL_COMPONENT: Final = f"{LABEL_PREFIX}/component"
 LABEL_STORE: Final = f"{LABEL_PREFIX}/store"
 COMPONENT_SHARD: Final = "checkpoint-shard"
+# a v3 shard's chunk slots: the shard's labels with this component instead.
+COMPONENT_CHUNK: Final = "checkpoint-chunk"
 
 ANNOTATION_SHARD_KEY: Final = f"{LABEL_PREFIX}/shard-key"
 ANNOTATION_FORMAT: Final = f"{LABEL_PREFIX}/format"
@@ -38,6 +41,8 @@ ANNOTATION_LEASE_UID: Final = f"{LABEL_PREFIX}/lease-uid"
 # on the Lease: added to leaseTransitions to give the leadership epoch; only raised.
 ANNOTATION_EPOCH_BASE: Final = f"{LABEL_PREFIX}/epoch-base"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
+# on a v3 chunk slot: which slot of its shard it is (`a0`, `b3`, ...).
+ANNOTATION_SLOT: Final = f"{LABEL_PREFIX}/slot"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"
 # beside it: the stores (Lease names, comma-separated) that took over the marked legacy value
@@ -137,6 +142,14 @@ PROJECTION_MAX_ENCODED_ROWS: Final = 10_000
 PROJECTION_ADVICE_HEADROOM: Final = 0.05
 PROJECTION_SHAPE: Final = "uuid"
 PROJECTION_GAP_ROWS: Final = 16
+# reference-shard sizes of the projection are kept between processes in the user's cache
+# (usercache: $XDG_CACHE_HOME/checkpoint-runtime/<kind>), keyed by the format code that made them.
+USER_CACHE_ENV: Final = "XDG_CACHE_HOME"
+USER_CACHE_FOLDER: Final = "checkpoint-runtime"
+PROJECTION_CACHE_KIND: Final = "projection-v1"
+# the gate's policy module compiled by wasmtime (serialized), keyed by the module's digest and
+# the wasmtime version
+POLICY_CACHE_KIND: Final = "policy-wasm-v1"
 
 # ids are stored base64-decoded only when that shrinks their compressed column
 # to at most this fraction: decoding has to re-encode every such id, which costs time (measured:
@@ -148,3 +161,57 @@ BASE64_TRIAL_ROWS: Final = 1000  # rows of a group the decision is measured on
 # prefixes would share at most this many characters more per entry on average (measured: UUID
 # names in time order share ~0.1 more; sequential names and sorted timestamps share many more).
 UNIFORM_PREFIX_SLACK: Final = 0.5
+
+# etcd past its space quota refuses every write before applying it; the API server answers 500
+# with this message (measured on the test API server). A definitive "not committed".
+ETCD_NOSPACE_MESSAGE: Final = "etcdserver: mvcc: database space exceeded"
+# after such a refusal a store sends no write for this long, doubling after each further
+# refusal up to the maximum; then one write probes whether space was freed. At most one write
+# per hold-off reaches a full etcd, and a store notices within a minute that it was repaired.
+ETCD_SPACE_FIRST_HOLD_SECONDS: Final = 5.0
+ETCD_SPACE_MAX_HOLD_SECONDS: Final = 60.0
+# the gauge (1 while stopped); its counter of refusals is exported as `<name>_total`.
+METRIC_ETCD_SPACE_EXCEEDED: Final = "checkpoint_store_etcd_space_exceeded"
+
+# gzip-shards-v3: a head object (the commit point) and chunk slots `<head>-c<generation><index>`,
+# two generations per index; `maxChunks` slots per generation (chart checkpoint.maxChunks).
+CHUNK_GENERATIONS: Final = ("a", "b")
+DEFAULT_MAX_CHUNKS: Final = 8
+MAX_CHUNKS_LIMIT: Final = 256
+# a base whose compressed bytes stay at or under this lives in the head itself (one object per
+# collector namespace); above it, in chunk slots. Measured: the largest stock shard (old-design
+# workload, 5000 seen rows) is 27.2 KB; every head write costs etcd the head's whole size, so the
+# inline base is what a 1-row persist of a small shard costs (docs/store.md, "Choosing the
+# thresholds"). A chunked shard goes back inline once its base falls to half of this.
+INLINE_BASE_MAX_BYTES: Final = 32 * 1024
+# a chunked base is cut into as many hash partitions as keep each chunk near this many
+# compressed bytes (at most maxChunks; a chunk may then grow to the ConfigMap limit): a
+# compaction rewrites only the chunks whose rows changed, so this bounds its cost per chunk.
+CHUNK_TARGET_BYTES: Final = 128 * 1024
+# the head's delta member may grow to this many compressed bytes (or compaction_ratio of the
+# base, whichever is smaller) before the next persist compacts it into the base.
+HEAD_DELTA_MAX_BYTES: Final = 16 * 1024
+# the store's write budget: bytes of ConfigMap values sent to the API per second, kept by
+# stretching the debounce of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
+DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
+# the budget is measured over this sliding window (seconds).
+WRITE_BUDGET_WINDOW_SECONDS: Final = 10.0
+# a chunk slot whose read disagrees with the manifest while the head changed is read again
+# with backoff (a compaction committed meanwhile) this many times at most, inside the deadline.
+CHUNK_REREAD_ATTEMPTS: Final = 8
+# the etcd space quota an operator declares (chart checkpoint.etcdQuotaBytes): etcd's default.
+# `project` and the gate report the worst-case bytes one release writes per compaction window
+# against it, and warn past ETCD_QUOTA_WARN_FRACTION.
+DEFAULT_ETCD_QUOTA_BYTES: Final = 2 * 1024**3
+# the projection of a chunked shard: its rows spread over maxChunks slots by a hash of the row
+# key, so the fullest slot holds up to this many standard deviations more rows than the mean
+# (n/k + 4 sqrt(n/k); the fullest of 256 slots exceeds 3 sigma now and then, 4 almost never).
+PROJECTION_CHUNK_SKEW_SIGMAS: Final = 4.0
+# the API server compacts etcd every 5 minutes by default (--etcd-compaction-interval), to the
+# revision it noted at the tick before: up to two intervals of history are kept. `project` and
+# the gate report the most bytes one store may write in that window against the etcd quota.
+API_SERVER_COMPACTION_INTERVAL_SECONDS: Final = 300
+COMPACTION_WINDOW_SECONDS: Final = 2 * API_SERVER_COMPACTION_INTERVAL_SECONDS
+# warn when one release could fill this fraction of the declared etcd quota in one window: etcd
+# also holds the rest of the cluster, and several releases may share it.
+ETCD_QUOTA_WARN_FRACTION: Final = 0.25

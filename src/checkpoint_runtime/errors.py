@@ -6,6 +6,8 @@ write-uncertain means "restart from the API state", oversize means "change a kno
 
 from __future__ import annotations
 
+from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+
 
 class CheckpointError(Exception):
     """Base of every error the store raises on purpose."""
@@ -79,6 +81,24 @@ class WriteUncertainError(CheckpointError):
         super().__init__(f"shard {shard!r}: write outcome unknown: {detail}")
         self.shard = shard
         self.detail = detail
+
+
+class EtcdSpaceExceededError(CheckpointError):
+    """etcd refused the write because its database is over its space quota (the API server's
+    500 `etcdserver: mvcc: database space exceeded`): definitely not committed. The store sends
+    no further write until `retry_after` seconds have passed; then one write probes whether
+    space was freed. Every write in the cluster fails the same way until an operator frees
+    space (compact, defragment, disarm the NOSPACE alarm)."""
+
+    def __init__(self, shard: str, detail: str, retry_after: float) -> None:
+        super().__init__(
+            f"shard {shard!r}: etcd's database is full, nothing was written: {detail}; no write "
+            f"is sent for {retry_after:.3g} s (an operator must free etcd space: compact, "
+            "defragment, disarm the NOSPACE alarm)"
+        )
+        self.shard = shard
+        self.detail = detail
+        self.retry_after = retry_after
 
 
 class OversizeError(CheckpointError):
@@ -276,6 +296,7 @@ __all__ = [
     "CorruptShardError",
     "DeadlineExceeded",
     "EpochFencedError",
+    "EtcdSpaceExceededError",
     "ForeignShardError",
     "KeyGrammarError",
     "LegacyConflictError",
@@ -292,3 +313,18 @@ __all__ = [
     "describe",
     "leaves",
 ]
+
+
+class ChunksExceededError(OversizeError):
+    """A v3 shard's state needs more chunk slots than `maxChunks` allows; nothing was written."""
+
+    def __init__(self, shard: str, size: int, rows: int, max_chunks: int, largest: int) -> None:
+        super().__init__(shard, size, max_chunks * CONFIGMAP_VALUE_LIMIT, rows)
+        self.args = (
+            f"shard {shard!r} needs more than maxChunks={max_chunks} chunk slots: its base is "
+            f"{size} compressed bytes and its largest chunk {largest} bytes, over the "
+            f"{CONFIGMAP_VALUE_LIMIT}-byte limit of one slot ({rows} rows); raise maxChunks "
+            "or lower the collector's bound; nothing was written and no row was dropped",
+        )
+        self.max_chunks = max_chunks
+        self.largest = largest

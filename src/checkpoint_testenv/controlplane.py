@@ -4,13 +4,20 @@ Validation (the 1 MiB ConfigMap check), optimistic concurrency and the RBAC auth
 the store and the chart depend on, so tests talk to the real server built from the pinned Go
 modules. Ports and the etcd data dir stay fixed for the life of a ControlPlane, so killing and
 restarting either server keeps the stored state, as a real outage would.
+
+`quota_backend_bytes` starts etcd with a small space quota (`--quota-backend-bytes`), so a test
+can fill it and see what the whole cluster answers once etcd raises its NOSPACE alarm; such a
+plane is separate from the session's. `EtcdAdmin` reads etcd's own /metrics and status and frees
+space again (compact, defragment, disarm), through etcd's JSON gateway.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import itertools
+import json
 import secrets
 import socket
 import ssl
@@ -32,6 +39,9 @@ ADMIN_USER = "checkpoint-testenv-admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 _START_TIMEOUT = 90.0
+# a small etcd space quota for tests that fill it: 1/64 of etcd's 2 GiB default, a few dozen
+# near-1-MiB ConfigMap writes beyond what a fresh API server stores.
+SMALL_ETCD_QUOTA_BYTES = 32 * 1024 * 1024
 
 
 def free_port() -> int:
@@ -57,9 +67,13 @@ class ControlPlane:
     # runs them elsewhere (a node's network namespace) sets its own before __init__.
     address = "127.0.0.1"
 
-    def __init__(self, bin_dir: Path, workdir: Path) -> None:
+    def __init__(
+        self, bin_dir: Path, workdir: Path, quota_backend_bytes: int | None = None
+    ) -> None:
         self.bin_dir = bin_dir
         self.workdir = workdir
+        self.quota_backend_bytes = quota_backend_bytes
+        """etcd's space quota (None: etcd's default, 2 GiB)."""
         self.etcd_client_port = free_port()
         self.etcd_peer_port = free_port()
         self.port = free_port()
@@ -147,6 +161,14 @@ class ControlPlane:
         configuration.api_key = {"authorization": token or self.admin_token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         return configuration
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://{self.address}:{self.etcd_client_port}"
+
+    def etcd(self) -> EtcdAdmin:
+        """etcd's own metrics, status and space maintenance."""
+        return EtcdAdmin(self.etcd_url)
 
     def admin_api(self) -> client.ApiClient:
         """A new admin ApiClient; the caller closes it."""
@@ -245,6 +267,11 @@ class ControlPlane:
             # Durability against power loss is not what these tests check; fsync costs seconds.
             "--unsafe-no-fsync",
             "--log-level=warn",
+            *(
+                [f"--quota-backend-bytes={self.quota_backend_bytes}"]
+                if self.quota_backend_bytes is not None
+                else []
+            ),
         ]
 
     def _apiserver_argv(self) -> list[str]:
@@ -290,7 +317,9 @@ def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: s
     return path
 
 
-def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> ControlPlane:
+def start_control_plane(
+    bin_dir: Path, workdir: Path, attempts: int = 3, quota_backend_bytes: int | None = None
+) -> ControlPlane:
     """Start a ControlPlane, stopping whatever did start if the rest fails.
 
     Free ports are picked before the servers bind them, so another process can take one in
@@ -299,7 +328,7 @@ def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> Cont
     for attempt in range(1, attempts + 1):
         folder = workdir / f"attempt-{attempt}" if attempt > 1 else workdir
         folder.mkdir(parents=True, exist_ok=True)
-        plane = ControlPlane(bin_dir, folder)
+        plane = ControlPlane(bin_dir, folder, quota_backend_bytes)
         begun = time.monotonic()
         try:
             plane.start()
@@ -317,12 +346,79 @@ def start_control_plane(bin_dir: Path, workdir: Path, attempts: int = 3) -> Cont
 
 
 @contextlib.contextmanager
-def running_control_plane(workdir: Path | None = None) -> Iterator[ControlPlane]:
+def running_control_plane(
+    workdir: Path | None = None, quota_backend_bytes: int | None = None
+) -> Iterator[ControlPlane]:
     """A control plane of the built binaries for a script (benchmarks, soak), stopped on exit;
-    in a temporary folder unless `workdir` is given."""
+    in a temporary folder unless `workdir` is given; etcd's quota as given (None: default)."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="controlplane-")))
-        plane = start_control_plane(binaries.locate(), workdir)
+        plane = start_control_plane(
+            binaries.locate(), workdir, quota_backend_bytes=quota_backend_bytes
+        )
         stack.callback(plane.stop)
         yield plane
+
+
+class EtcdAdmin:
+    """etcd's client URL: its Prometheus /metrics, its status and its space maintenance, over
+    plain HTTP (the test etcd serves no TLS) and etcd's JSON gateway (`/v3/...`)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def metrics(self) -> dict[str, float]:
+        """Every unlabelled sample of etcd's /metrics, name to value (labelled samples are
+        summed per name, e.g. the histogram buckets are not wanted here)."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        samples: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name_part, _, value = line.rpartition(" ")
+            name = name_part.split("{", 1)[0]
+            try:
+                samples[name] = samples.get(name, 0.0) + float(value)
+            except ValueError:
+                continue
+        return samples
+
+    def _call(self, path: str, body: dict[str, object]) -> dict[str, object]:
+        request = urllib.request.Request(
+            f"{self.url}/v3/{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            result: dict[str, object] = json.loads(answer.read() or b"{}")
+            return result
+
+    def status(self) -> dict[str, object]:
+        """The member's status: dbSize (the file size the quota is checked against), header."""
+        return self._call("maintenance/status", {})
+
+    def alarms(self) -> list[str]:
+        """The active alarms, e.g. ["NOSPACE"]."""
+        return [str(alarm.get("alarm", "")) for alarm in self._alarms()]
+
+    def _alarms(self) -> list[dict[str, object]]:
+        found = self._call("maintenance/alarm", {"action": "GET"}).get("alarms")
+        if not isinstance(found, list):
+            return []
+        return [alarm for alarm in found if isinstance(alarm, dict)]
+
+    def revision(self) -> int:
+        answer = self._call("kv/range", {"key": base64.b64encode(b"/").decode()})
+        header = answer.get("header")
+        return int(header.get("revision", 0)) if isinstance(header, dict) else 0
+
+    def free_space(self) -> None:
+        """What an operator does after NOSPACE (once data was deleted): compact to the current
+        revision, defragment, and disarm every alarm."""
+        self._call("kv/compaction", {"revision": self.revision(), "physical": True})
+        self._call("maintenance/defragment", {})
+        for alarm in self._alarms():
+            self._call("maintenance/alarm", {"action": "DEACTIVATE", **alarm})

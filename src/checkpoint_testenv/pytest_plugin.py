@@ -1,11 +1,12 @@
 """pytest fixtures for the real test control plane (registered from tests/conftest.py).
 
 `control_plane` starts one etcd + kube-apiserver per session, lazily, only when a test asks for
-it; `node_cluster` likewise starts one whole node (control plane, kubelet, containerd, CNI,
-kube-proxy, CoreDNS, the project's image imported) once per session, and `s3_server` one
-S3-compatible server (SeaweedFS). If the binaries are missing or cannot be built, or the
-machine cannot run a node, the fixture errors with the reason: a test that needs them must
-never pass or skip silently without them.
+it (`small_quota_control_plane` a separate one per test module whose etcd has a small space
+quota, for tests that fill it); `node_cluster` likewise starts one whole node (control plane,
+kubelet, containerd, CNI, kube-proxy, CoreDNS, the project's image imported) once per session,
+and `s3_server` one S3-compatible server (SeaweedFS). If the binaries are missing or cannot be
+built, or the machine cannot run a node, the fixture errors with the reason: a test that needs
+them must never pass or skip silently without them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from typing import Any
 import pytest
 
 from checkpoint_testenv import binaries, helm, s3server
-from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
+from checkpoint_testenv.controlplane import (
+    SMALL_ETCD_QUOTA_BYTES,
+    ControlPlane,
+    start_control_plane,
+)
 from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool
 from checkpoint_testenv.node import images, preflight
 from checkpoint_testenv.node.cluster import NodeCluster
@@ -25,7 +30,13 @@ from checkpoint_testenv.s3server import S3Server, start_s3_server
 ChartInstaller = Callable[..., helm.Release]
 ProxyFactory = Callable[[], FaultProxy]
 
-_APISERVER_FIXTURES = {"control_plane", "namespace", "chart_install", "fault_proxy"}
+_APISERVER_FIXTURES = {
+    "control_plane",
+    "namespace",
+    "chart_install",
+    "fault_proxy",
+    "small_quota_control_plane",
+}
 _NODE_FIXTURES = {"node_cluster"}
 _S3_FIXTURES = {"s3_server", "s3_bucket"}
 _STARTED = pytest.StashKey[list[ControlPlane]]()
@@ -102,6 +113,26 @@ def control_plane(
     except binaries.BinariesMissing as missing:
         pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
     plane = start_control_plane(bin_dir, tmp_path_factory.mktemp("controlplane"))
+    pytestconfig.stash.setdefault(_STARTED, []).append(plane)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="module")
+def small_quota_control_plane(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[ControlPlane]:
+    """A separate etcd + kube-apiserver whose etcd quota is SMALL_ETCD_QUOTA_BYTES, for the
+    tests of one module that fill it (a full etcd refuses every write: never the session's)."""
+    try:
+        bin_dir = binaries.locate()
+    except binaries.BinariesMissing as missing:
+        pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
+    plane = start_control_plane(
+        bin_dir, tmp_path_factory.mktemp("smallquota"), quota_backend_bytes=SMALL_ETCD_QUOTA_BYTES
+    )
     pytestconfig.stash.setdefault(_STARTED, []).append(plane)
     try:
         yield plane

@@ -70,7 +70,7 @@ def test_codec_script_quick_prints_its_tables() -> None:
 def test_every_benchmark_quick_prints_well_formed_tables(
     quick: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for report in (quick.codec, quick.persist, quick.store_ops, quick.scale):
+    for report in (quick.codec, quick.persist, quick.store_ops, quick.scale, quick.etcd):
         _assert_well_formed(report.tables)
         for table in report.tables:
             print(table.markdown())
@@ -80,6 +80,8 @@ def test_every_benchmark_quick_prints_well_formed_tables(
     assert "### Saturated round" in printed
     assert "### store.batch on shard B" in printed
     assert "| kube-apiserver |" in printed
+    assert "### etcd WAL bytes per persist" in printed
+    assert "### Write budget: etcd WAL bytes in any 10 s window" in printed
 
 
 def test_persist_observes_the_debounce_invariants(quick: Any) -> None:

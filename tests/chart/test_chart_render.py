@@ -229,6 +229,7 @@ def test_file_store_renders_no_rbac_one_replica_and_no_token(render: Render, cla
         "path": "/var/lib/checkpoint-runtime",
         "deadlineSeconds": 30,
         "debounceSeconds": 1,
+        "maxChunks": 8,
     }
     assert config["leaderElection"] == {"enabled": False}
 

@@ -175,3 +175,27 @@ def test_no_dns_warning_when_names_resolve_or_none_are_used(
     gate: Gate, values: dict[str, Any]
 ) -> None:
     assert warnings_of(gate, values, "VALUES-5") == []
+
+
+def test_a_write_budget_that_could_fill_a_quarter_of_the_etcd_quota_warns(gate: Gate) -> None:
+    values = {"checkpoint": {"etcdQuotaBytes": 512 * 1024**2}}
+    ((key, message),) = warnings_of(gate, values, "ETCD-1")
+    assert key == "checkpoint.writeBudgetBytesPerSecond"
+    assert "158334976 bytes" in message
+    assert "29.5% of the declared etcd quota" in message
+    assert "past 25%" in message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"checkpoint": {"etcdQuotaBytes": 512 * 1024**2, "writeBudgetBytesPerSecond": 65536}},
+        {"checkpoint": {"store": "file", "file": CLAIM, "etcdQuotaBytes": 16 * 1024**2}},
+    ],
+    ids=["defaults", "budget-lowered", "file-store-writes-no-etcd"],
+)
+def test_a_budget_within_a_quarter_of_the_quota_does_not_warn(
+    gate: Gate, values: dict[str, Any]
+) -> None:
+    assert warnings_of(gate, values, "ETCD-1") == []

@@ -31,8 +31,11 @@ def flowlogs(**extra: Any) -> dict[str, Any]:
     return {"kind": "flowlogs", "url": "http://flowlogs.corp.svc:8080/api/v1/flows", **extra}
 
 
-def collectors(*entries: dict[str, Any]) -> dict[str, Any]:
-    return {"checkpoint": {"collectors": list(entries)}}
+def collectors(*entries: dict[str, Any], max_chunks: int | None = None) -> dict[str, Any]:
+    checkpoint: dict[str, Any] = {"collectors": list(entries)}
+    if max_chunks is not None:
+        checkpoint["maxChunks"] = max_chunks
+    return {"checkpoint": checkpoint}
 
 
 # name -> (values, the values key the refusal must name, or None when both accept)
@@ -40,13 +43,21 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
     "defaults": ({}, None),
     "feed-default-bound": (collectors(feed("audit")), None),
     "feed-30000-seen-keys": (collectors(feed("audit", maxSeenKeys=30_000)), None),
-    "feed-40000-seen-keys": (
-        collectors(feed("audit", maxSeenKeys=40_000)),
+    "feed-40000-seen-keys-in-one-object": (
+        collectors(feed("audit", maxSeenKeys=40_000), max_chunks=1),
         "checkpoint.collectors[0].maxSeenKeys",
     ),
-    "feed-100000-seen-keys": (
+    "feed-100000-seen-keys-in-8-chunk-slots": (
         collectors(feed("audit", maxSeenKeys=100_000)),
+        None,
+    ),
+    "feed-500000-seen-keys-in-8-chunk-slots": (
+        collectors(feed("audit", maxSeenKeys=500_000)),
         "checkpoint.collectors[0].maxSeenKeys",
+    ),
+    "feed-500000-seen-keys-in-32-chunk-slots": (
+        collectors(feed("audit", maxSeenKeys=500_000), max_chunks=32),
+        None,
     ),
     "second-feed-too-large": (
         collectors(feed("a"), feed("b", tailnet="corp", maxSeenKeys=1_000_000)),
@@ -126,7 +137,7 @@ def test_the_gate_denies_exactly_what_the_runtime_refuses_at_startup(
 
 
 def test_the_one_feed_of_the_report_is_denied_with_the_runtime_advice(gate: Gate) -> None:
-    result = gate.run(collectors(feed("audit", maxSeenKeys=100_000)))
+    result = gate.run(collectors(feed("audit", maxSeenKeys=500_000)))  # over 8 chunk slots
     (refusal,) = result.of_check(CHECK_RUNTIME)
     assert refusal.obj == "checkpoint.collectors[0].maxSeenKeys"
     assert "shard 'objectstore/audit' is projected at" in refusal.message

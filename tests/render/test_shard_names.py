@@ -1,15 +1,17 @@
 """The chart's shard names are the runtime's, character for character.
 
 With `rbac.scope=names` the chart pins the Role to names it derives itself (templates/_names.tpl)
-while the runtime derives them in Python (`naming.shard_name`); the two must never differ, or the
-runtime is refused its own shards. Three comparisons:
+while the runtime derives them in Python (`naming.shard_name`, `naming.chunk_slot_name`); the two
+must never differ, or the runtime is refused its own shards. Three comparisons:
 
-- the template helper alone, over arbitrary ASCII Lease names and shard keys (odd characters,
+- the template helpers alone, over arbitrary ASCII Lease names and shard keys (odd characters,
   empty parts, long names, truncation at every boundary), in a scratch chart holding only
-  `_names.tpl`: the helper must equal `shard_name` for every input, not only for valid ones;
-- the whole chart over generated collector sets: the Role's pinned names equal the names the
-  runtime derives from the config.json the same render gives it (its own settings parser, so the
-  set of shard keys is the runtime's too), plus the legacy ConfigMap;
+  `_names.tpl`: the helper must equal `shard_name` for every input, not only for valid ones; and
+  the chunk slot helper equals `chunk_slot_name` for every generation and index below maxChunks;
+- the whole chart over generated collector sets and maxChunks: the Role's pinned names equal the
+  names the runtime derives from the config.json the same render gives it (its own settings
+  parser, so the set of shard keys and maxChunks are the runtime's too): every shard's head and
+  its 2 x maxChunks chunk slots, plus the legacy ConfigMap;
 - the same renders through the gate: the RBAC policy derives the names a third time (in Rego)
   and denies any difference, so no deny means the policy agrees as well.
 """
@@ -30,9 +32,14 @@ from checkpoint_gate.manifests import Manifest
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_gate.pipeline import Gate
 from checkpoint_gate.render import SdkRenderer
-from checkpoint_runtime.constants import MAX_DNS_SUBDOMAIN
+from checkpoint_runtime.constants import (
+    CHUNK_GENERATIONS,
+    DEFAULT_MAX_CHUNKS,
+    MAX_CHUNKS_LIMIT,
+    MAX_DNS_SUBDOMAIN,
+)
 from checkpoint_runtime.format.keys import COLLECTOR_KINDS
-from checkpoint_runtime.format.naming import READABLE_MAX, shard_name
+from checkpoint_runtime.format.naming import READABLE_MAX, chunk_slot_name, shard_name
 from checkpoint_runtime.runtime import settings as runtime_settings
 
 PROBE = """\
@@ -46,6 +53,11 @@ data:
   {{- $out = append $out (include "checkpoint-runtime.shardName" .) }}
   {{- end }}
   names: {{ $out | toJson | quote }}
+  {{- $slots := list }}
+  {{- range .Values.slots }}
+  {{- $slots = append $slots (include "checkpoint-runtime.chunkSlotNames" . | fromJsonArray) }}
+  {{- end }}
+  slots: {{ $slots | toJson | quote }}
 """
 
 
@@ -64,6 +76,21 @@ def chart_names(probe: SdkRenderer, pairs: list[tuple[str, str]]) -> list[str]:
     (manifest,) = probe.render({"pairs": [list(pair) for pair in pairs]})
     names: list[str] = json.loads(manifest.document["data"]["names"])
     return names
+
+
+def chart_slots(probe: SdkRenderer, shards: list[tuple[str, int]]) -> list[list[str]]:
+    """chunkSlotNames of each (shard ConfigMap name, maxChunks)."""
+    (manifest,) = probe.render({"slots": [list(shard) for shard in shards]})
+    slots: list[list[str]] = json.loads(manifest.document["data"]["slots"])
+    return slots
+
+
+def runtime_slots(shard: str, max_chunks: int) -> list[str]:
+    return [
+        chunk_slot_name(shard, generation, index)
+        for generation in CHUNK_GENERATIONS
+        for index in range(max_chunks)
+    ]
 
 
 ascii_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=300)
@@ -97,6 +124,23 @@ def test_the_template_helper_equals_shard_name(
     probe: SdkRenderer, pairs: list[tuple[str, str]]
 ) -> None:
     assert chart_names(probe, pairs) == [shard_name(lease, shard) for lease, shard in pairs]
+
+
+# Shard names as the chart meets them: from Lease names and shard keys the schemas admit.
+valid_shard_names = st.tuples(
+    st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?", fullmatch=True),
+    st.from_regex(r"[a-z0-9]{1,63}(/objectstore/[a-z0-9._-]{1,63})?", fullmatch=True),
+).map(lambda pair: shard_name(*pair))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(valid_shard_names, st.integers(1, MAX_CHUNKS_LIMIT)), max_size=4))
+@example([(shard_name("l" * 63, "t" * 63 + "/objectstore/" + "f" * 63), MAX_CHUNKS_LIMIT)])
+@example([(shard_name("cr-checkpoint-runtime", "flowlogs"), 1)])
+def test_the_chunk_slot_helper_equals_chunk_slot_name(
+    probe: SdkRenderer, shards: list[tuple[str, int]]
+) -> None:
+    assert chart_slots(probe, shards) == [runtime_slots(name, count) for name, count in shards]
 
 
 # --- the whole chart, over generated collector sets ----------------------------------------
@@ -141,10 +185,17 @@ collector_sets = st.lists(collector(), max_size=12, unique_by=_namespace)
 GATE = Gate()
 
 
-def names_values(collectors: list[Any], lease: str, legacy: str) -> dict[str, Any]:
+def names_values(
+    collectors: list[Any], lease: str, legacy: str, max_chunks: int = DEFAULT_MAX_CHUNKS
+) -> dict[str, Any]:
     return {
         "rbac": {"scope": "names"},
-        "checkpoint": {"collectors": collectors, "leaseName": lease, "legacyConfigMap": legacy},
+        "checkpoint": {
+            "collectors": collectors,
+            "leaseName": lease,
+            "legacyConfigMap": legacy,
+            "maxChunks": max_chunks,
+        },
     }
 
 
@@ -163,15 +214,24 @@ def runtime_names(manifests: list[Manifest]) -> list[str]:
     parsed = runtime_settings.parse(json.loads(config["data"]["config.json"]))
     assert parsed.store.discovery == "names"
     lease = parsed.store.lease_name
-    names = {shard_name(lease, c.namespace) for c in parsed.collectors}
+    heads = {shard_name(lease, c.namespace) for c in parsed.collectors}
+    names = heads | {
+        slot for head in heads for slot in runtime_slots(head, parsed.store.max_chunks)
+    }
     if parsed.store.legacy_config_map:
         names.add(parsed.store.legacy_config_map)
     return sorted(names)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(collector_sets, lease_names, st.one_of(st.just(""), lease_names.filter(bool)))
-@example([{"kind": "flowlogs", "url": "http://flows.example:8080/v1/flows"}], "", "")
+@given(
+    collector_sets,
+    lease_names,
+    st.one_of(st.just(""), lease_names.filter(bool)),
+    st.integers(1, 16),
+)
+@example([{"kind": "flowlogs", "url": "http://flows.example:8080/v1/flows"}], "", "", 1)
+@example([{"kind": "objectstore", "feed": "big", "url": "file:///x"}], "", "", MAX_CHUNKS_LIMIT)
 @example(
     [
         {"kind": "objectstore", "tailnet": "t" * 63, "feed": "f" * 63, "url": "file:///x"},
@@ -184,15 +244,17 @@ def runtime_names(manifests: list[Manifest]) -> list[str]:
     ],
     "l" * 63,
     "legacy-checkpoints",
+    DEFAULT_MAX_CHUNKS,
 )
 def test_the_charts_pinned_names_are_the_runtimes(
-    collectors: list[Any], lease: str, legacy: str
+    collectors: list[Any], lease: str, legacy: str, max_chunks: int
 ) -> None:
-    result = GATE.run(names_values(collectors, lease, legacy), release="prop", namespace="apps")
+    values = names_values(collectors, lease, legacy, max_chunks)
+    result = GATE.run(values, release="prop", namespace="apps")
     assert [f.message for f in result.findings if f.level is Level.DENY] == []
     pinned = pinned_configmap_names(result.manifests)
     assert pinned == runtime_names(result.manifests)
-    assert len(pinned) == len(collectors) + (1 if legacy else 0)
+    assert len(pinned) == len(collectors) * (1 + 2 * max_chunks) + (1 if legacy else 0)
 
 
 def test_a_name_the_chart_got_wrong_is_denied_by_the_policy(tmp_path: Path) -> None:

@@ -63,6 +63,16 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"checkpoint": {"collectors": [{"kind": "flowlogs", "url": "file:///x"}]}},
         "checkpoint.collectors[0].url",
     ),
+    "no-chunk-slots": ({"checkpoint": {"maxChunks": 0}}, "checkpoint.maxChunks"),
+    "too-many-chunk-slots": ({"checkpoint": {"maxChunks": 257}}, "checkpoint.maxChunks"),
+    "write-budget-zero": (
+        {"checkpoint": {"writeBudgetBytesPerSecond": 0}},
+        "checkpoint.writeBudgetBytesPerSecond",
+    ),
+    "etcd-quota-as-string": (
+        {"checkpoint": {"etcdQuotaBytes": "2Gi"}},
+        "checkpoint.etcdQuotaBytes",
+    ),
 }
 
 

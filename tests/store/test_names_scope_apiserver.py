@@ -1,7 +1,8 @@
 """rbac.scope=names on the real API server, as the chart's ServiceAccount.
 
 The chart is installed with the names scope, so its Role pins ConfigMap get/update to the shard
-names of the configured collectors and the legacy ConfigMap, grants create unpinned and no list.
+names of the configured collectors (each head and its 2 x maxChunks chunk slots) and the legacy
+ConfigMap, grants create unpinned and no list.
 The store, opened with those collectors' shards (discovery by name, what the runtime does for
 the config the chart renders), must do everything it does in the namespace scope: open, migrate
 from legacy, persist, take ownership, meet a conflict, refuse an oversize shard. Every request
@@ -23,7 +24,12 @@ from store_harness import LEGACY, KubeHarness, raw_shard
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime import cli
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.constants import ANNOTATION_MIGRATED, CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.constants import (
+    ANNOTATION_MIGRATED,
+    CHUNK_GENERATIONS,
+    CONFIGMAP_VALUE_LIMIT,
+    DEFAULT_MAX_CHUNKS,
+)
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
@@ -32,7 +38,7 @@ from checkpoint_runtime.errors import (
     UnconfiguredShardError,
 )
 from checkpoint_runtime.format.legacy import encode_legacy
-from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.format.naming import chunk_slot_name, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
@@ -90,7 +96,14 @@ def test_the_role_pins_exactly_the_runtimes_names(
 ) -> None:
     rules = [rule for rule in role.rules if "configmaps" in rule.resources]
     pinned = sorted(name for rule in rules for name in rule.resource_names or [])
-    assert pinned == sorted([*(shard_name(kube.lease_name, s) for s in shards), LEGACY])
+    heads = [shard_name(kube.lease_name, s) for s in shards]
+    slots = [
+        chunk_slot_name(head, generation, index)
+        for head in heads
+        for generation in CHUNK_GENERATIONS
+        for index in range(DEFAULT_MAX_CHUNKS)
+    ]
+    assert pinned == sorted([*heads, *slots, LEGACY])
     assert all("list" not in rule.verbs for rule in rules)
     assert [rule.verbs for rule in rules if not rule.resource_names] == [["create"]]
 
@@ -99,7 +112,8 @@ def test_every_store_operation_works_with_the_pinned_role(
     kube: KubeHarness, shards: list[str], role: Any
 ) -> None:
     kube.write_legacy(LEGACY, encode_legacy({f"{FEED}/cursor": "from legacy"}))
-    stores = RecordedStores(lambda: kube.backend(LEGACY), {"shards": shards})
+    # maxChunks 1: the 40,000-row state below cannot fit, whatever the chunk slots allow
+    stores = RecordedStores(lambda: kube.backend(LEGACY), {"shards": shards, "max_chunks": 1})
 
     # get each shard (404), get legacy, create, update the legacy marker
     first = stores.open("a", 1)
@@ -131,6 +145,30 @@ def test_every_store_operation_works_with_the_pinned_role(
     assert {(r.resource, r.verb) for r in recorded} == {
         ("configmaps", verb) for verb in ("get", "create", "update")
     }
+
+
+def test_a_chunked_shard_grows_and_reopens_through_the_pinned_role(
+    kube: KubeHarness, shards: list[str], role: Any
+) -> None:
+    """A state past one object spreads over chunk slots; every slot the store reads or writes
+    is one the Role pins, and a new store reads it back by name."""
+    stores = RecordedStores(lambda: kube.backend(LEGACY), {"shards": shards})
+    store = stores.open("a", 1)
+    rows = FeedWorkload(FEED, 40_000, "uuid").rows
+    store.batch(rows)
+    store.batch({f"{FEED}/cursor": "after"})  # a head-only persist
+    reopened = stores.open("b", 1)  # reads the head, then each active chunk slot by name
+    assert reopened.get(f"{FEED}/cursor") == "after"
+    assert len(reopened.items(f"{FEED}/seen/")) == sum("/seen/" in key for key in rows)
+    heads = {shard_name(kube.lease_name, s) for s in shards}
+    slot_names = {r.name for r in stores.requests if r.name} - heads - {LEGACY}
+    assert slot_names, "the 40,000-row state should have been read back from chunk slots"
+    head = shard_name(kube.lease_name, FEED)
+    assert all(name.startswith(f"{head}-c") for name in slot_names)
+    assert sum(r.verb == "create" for r in stores.requests) > len(shards)  # slots created
+    outside = stores.outside([role])
+    assert outside == [], f"the store needs more than the pinned Role grants: {outside}"
+    assert {r.verb for r in stores.requests} <= {"get", "create", "update"}
 
 
 def test_a_list_and_any_other_config_map_are_refused(

@@ -1,9 +1,9 @@
-"""The store writes `gzip-shards-v2` and reads v1 (SPEC §4), on both backends.
+"""The store writes `gzip-shards-v3` and reads v1 and v2 (SPEC §4, §4a), on both backends.
 
 v1 shards come from fixtures written by the v1 release's encoder (tests/store/fixtures): they
-open unchanged and become v2 at their next persist, never during open. A persist sends the
-stored base plus one delta of the rows changed since; past the compaction bound it writes a
-new base.
+open unchanged and become v3 at their next persist, never during open. A persist of a small
+shard sends the head: the manifest, the inline base and one delta of the rows changed since;
+past the compaction bound it writes a new base. (Chunked shards: test_store_chunks.py.)
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from checkpoint_runtime.constants import (
     ANNOTATION_ROWS,
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITER,
-    CONFIGMAP_VALUE_LIMIT,
+    HEAD_DELTA_MAX_BYTES,
     MAX_DECODED_ENVELOPE,
     SHARD_FORMAT,
     SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError
-from checkpoint_runtime.format import codec, codec_v1
+from checkpoint_runtime.format import codec_v1
 from checkpoint_runtime.format.gzipmembers import gunzip_members
 from checkpoint_runtime.format.naming import shard_labels, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
@@ -69,7 +69,7 @@ def test_the_v1_fixtures_are_what_the_kept_v1_writer_writes() -> None:
         assert codec_v1.encode_blob(shard, fixture["rows"]) == base64.b64decode(fixture["blob"])
 
 
-def test_v1_shards_reopen_unchanged_and_become_v2_at_their_next_persist(harness: Harness) -> None:
+def test_v1_shards_reopen_unchanged_and_become_v3_at_their_next_persist(harness: Harness) -> None:
     expected = put_v1_shards(harness)
     before = {shard: raw_shard(harness, shard) for shard in expected}
 
@@ -83,7 +83,7 @@ def test_v1_shards_reopen_unchanged_and_become_v2_at_their_next_persist(harness:
     rewritten = raw_shard(harness, FEED)
     assert rewritten is not None
     assert rewritten.annotations[ANNOTATION_FORMAT] == SHARD_FORMAT
-    assert [m["member"] for m in members(rewritten.blob)] == ["base"]  # rewritten whole
+    assert [m["member"] for m in members(rewritten.blob)] == ["head", "base"]  # rewritten whole
     untouched = [shard for shard in expected if shard != FEED]
     assert {shard: raw_shard(harness, shard) for shard in untouched} == {
         shard: before[shard] for shard in untouched
@@ -97,15 +97,22 @@ def test_v1_shards_reopen_unchanged_and_become_v2_at_their_next_persist(harness:
         assert dict(reopened.items(shard + "/")) == expected[shard]
 
 
-def test_take_ownership_rewrites_every_v1_shard_as_v2(harness: Harness) -> None:
+def test_take_ownership_rewrites_every_v1_shard_as_v3(harness: Harness) -> None:
     expected = put_v1_shards(harness)
     store = open_store(harness, writer="leader-2", epoch=2)
     store.take_ownership()
+    reopened = open_store(harness)
     for shard, rows in expected.items():
         stored = raw_shard(harness, shard)
         assert stored is not None
         assert stored.annotations[ANNOTATION_FORMAT] == SHARD_FORMAT
-        assert codec.decode_shard(shard, stored.blob) == rows
+        assert dict(reopened.items(shard + "/")) == rows
+
+
+def _base_member(blob: bytes) -> bytes:
+    """The inline base member of a v3 head blob (the second gzip member)."""
+    head, base = gunzip_members(blob, MAX_DECODED_ENVELOPE, "test")[:2]
+    return blob[head.end : base.end]
 
 
 def test_a_persist_sends_the_base_and_a_delta_of_the_changes_then_compacts(
@@ -117,14 +124,14 @@ def test_a_persist_sends_the_base_and_a_delta_of_the_changes_then_compacts(
     store.batch(rows)
     first = raw_shard(harness, FEED)
     assert first is not None
-    base_member = first.blob
-    assert [m["member"] for m in members(base_member)] == ["base"]
+    assert [m["member"] for m in members(first.blob)] == ["head", "base"]
+    base_member = _base_member(first.blob)
 
     store.batch({f"{FEED}/cursor": "moved", seen[0]: None})
     second = raw_shard(harness, FEED)
     assert second is not None
-    assert second.blob.startswith(base_member)
-    base, delta = members(second.blob)
+    assert _base_member(second.blob) == base_member
+    _, base, delta = members(second.blob)
     assert base["member"] == "base"
     assert (delta["set"], delta["delete"]) == ({"cursor": "moved"}, [seen[0][len(FEED) + 1 :]])
 
@@ -133,8 +140,8 @@ def test_a_persist_sends_the_base_and_a_delta_of_the_changes_then_compacts(
     store.batch({seen[1]: "changed"})
     third = raw_shard(harness, FEED)
     assert third is not None
-    assert third.blob.startswith(base_member)
-    delta = members(third.blob)[1]
+    assert _base_member(third.blob) == base_member
+    delta = members(third.blob)[2]
     assert set(delta["set"]) == {"cursor", seen[1][len(FEED) + 1 :]}
     assert delta["delete"] == [seen[0][len(FEED) + 1 :]]
 
@@ -148,11 +155,11 @@ def test_a_persist_sends_the_base_and_a_delta_of_the_changes_then_compacts(
         model.update(change)
         stored = raw_shard(harness, FEED)
         assert stored is not None
-        assert codec.decode_shard(FEED, stored.blob) == model
-        if not stored.blob.startswith(base_member):
+        assert dict(open_store(harness).items(FEED + "/")) == model
+        if _base_member(stored.blob) != base_member:
             break
-        assert len(stored.blob) - len(base_member) <= 0.3 * len(base_member)
-    assert [m["member"] for m in members(stored.blob)] == ["base"]
+        assert len(members(stored.blob)) == 3
+    assert [m["member"] for m in members(stored.blob)] == ["head", "base"]
     assert writes > 1
     assert dict(open_store(harness).items(FEED + "/")) == model
 
@@ -169,26 +176,21 @@ def test_a_shard_whose_format_annotation_disagrees_with_its_blob_is_refused(
         open_store(harness)
 
 
-def test_the_size_check_covers_base_and_delta_together(harness: Harness) -> None:
-    """A delta that would take the whole blob past the limit is not sent: the store writes a
-    new base, which fits."""
+def test_a_large_change_is_compacted_into_the_base_not_carried_in_the_head(
+    harness: Harness,
+) -> None:
+    """A delta past its bound is never sent in the head, whatever compaction_ratio says: the
+    store compacts it into a new base (here chunks), and every row is kept."""
     rows = {f"{FEED}/seen/{i:06d}": hashlib.sha256(b"%d" % i).hexdigest() for i in range(17_000)}
     store = open_store(harness, compaction_ratio=10.0)
     store.batch(rows)
-    stored = raw_shard(harness, FEED)
-    assert stored is not None
-    base_bytes = len(stored.blob)
-    assert base_bytes > CONFIGMAP_VALUE_LIMIT // 2
     changes = {key: value[::-1] for key, value in list(rows.items())[:15_000]}
-    base = codec.decode_stored(FEED, stored.blob).base
-    assert base is not None
-    candidate = codec.encode_delta(FEED, base, changes, len(rows))
-    assert candidate.compressed_bytes > CONFIGMAP_VALUE_LIMIT
 
     store.batch(changes)
 
     stored = raw_shard(harness, FEED)
     assert stored is not None
-    assert len(stored.blob) <= CONFIGMAP_VALUE_LIMIT
-    assert [m["member"] for m in members(stored.blob)] == ["base"]
+    assert len(stored.blob) <= HEAD_DELTA_MAX_BYTES
+    assert [m["member"] for m in members(stored.blob)] == ["head"]
+    assert members(stored.blob)[0]["partitions"] > 1
     assert dict(open_store(harness).items(FEED + "/")) == {**rows, **changes}

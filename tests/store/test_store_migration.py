@@ -247,8 +247,8 @@ def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_before_any_write(
     huge = FeedWorkload("tailnet-1/objectstore/huge", 40_000, "uuid").rows
     harness.write_legacy(LEGACY, encode_legacy({**ROWS, **huge}))
 
-    with pytest.raises(ExceptionGroup) as raised:
-        open_store(harness, legacy_name=LEGACY)
+    with pytest.raises(ExceptionGroup) as raised:  # one chunk slot: it cannot fit
+        open_store(harness, legacy_name=LEGACY, max_chunks=1)
 
     (error,) = raised.value.exceptions
     assert isinstance(error, OversizeError)

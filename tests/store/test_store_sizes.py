@@ -45,7 +45,9 @@ def oversize_rows() -> dict[str, str]:
 def test_oversize_shard_fails_visibly_keeps_every_key_and_the_stored_shard(
     harness: Harness, oversize_rows: dict[str, str]
 ) -> None:
-    store = open_store(harness)
+    """With one chunk slot allowed (maxChunks 1) the state cannot fit (chunked shards past
+    maxChunks: test_store_chunks.py)."""
+    store = open_store(harness, max_chunks=1)
     store.batch({f"{OVERSIZE_SHARD}/cursor": "before"})
     before = raw_shard(harness, OVERSIZE_SHARD)
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE, SHARD_FORMAT
+from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
+from checkpoint_runtime.constants import SHARD_FORMAT_V2 as SHARD_FORMAT
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
 from checkpoint_runtime.format import codec, codec_v1
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast

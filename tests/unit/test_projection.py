@@ -1,7 +1,11 @@
-"""Per-shard startup projection (SPEC §6) and the `project` command."""
+"""Per-shard startup projection (SPEC §6, §4a) and the `project` command.
+
+`config()` pins maxChunks to 1 unless told otherwise: the one-object check, which the tests
+written before chunk slots describe; the chunked ones say their maxChunks."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -9,8 +13,14 @@ from typing import Any
 import pytest
 
 from checkpoint_runtime import cli
+from checkpoint_runtime.collectors import builtin
 from checkpoint_runtime.constants import (
+    COMPACTION_WINDOW_SECONDS,
     CONFIGMAP_VALUE_LIMIT,
+    DEFAULT_ETCD_QUOTA_BYTES,
+    DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
+    ETCD_QUOTA_WARN_FRACTION,
+    MAX_DECODED_ENVELOPE,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_GAP_ROWS,
     PROJECTION_SHAPE,
@@ -22,7 +32,7 @@ from checkpoint_runtime.runtime import projection
 from checkpoint_runtime.runtime.settings import parse
 
 
-def config(*max_seen: int) -> dict[str, Any]:
+def config(*max_seen: int, max_chunks: int = 1, **store: Any) -> dict[str, Any]:
     collectors: list[dict[str, Any]] = [
         {
             "kind": "objectstore",
@@ -34,7 +44,10 @@ def config(*max_seen: int) -> dict[str, Any]:
         for i, n in enumerate(max_seen)
     ]
     collectors.append({"kind": "flowlogs", "tailnet": "tn", "url": "http://127.0.0.1:1/"})
-    return {"store": {"backend": "file", "path": "/tmp/x"}, "collectors": collectors}
+    return {
+        "store": {"backend": "file", "path": "/tmp/x", "maxChunks": max_chunks, **store},
+        "collectors": collectors,
+    }
 
 
 def test_default_bounds_fit_with_a_projection_per_shard() -> None:
@@ -140,3 +153,124 @@ def test_flowlogs_beyond_the_encoded_sample_are_extrapolated_conservatively() ->
     assert shard.extrapolated
     assert shard.rows == 172_801
     assert shard.fits
+
+
+# ---- chunk slots: maxChunks ------------------------------------------------------------------
+
+
+def test_chunk_slots_lift_the_one_object_ceiling_up_to_the_decode_bound() -> None:
+    """A uuid seen row is about 160 characters (key and value), so the 128 MiB decode bound,
+    which covers all chunks together, admits about 800,000 rows whatever maxChunks: the
+    advice at 32 slots is that bound, and a feed just under it fits."""
+    at_32 = projection.project(parse(config(5000, max_chunks=32)))[0]
+    assert at_32.max_rows == builtin.advised_max_decoded_rows(at_32.shard)
+    assert 780_000 < at_32.max_rows < 830_000
+    (feed, _) = projection.check(parse(config(at_32.max_rows, max_chunks=32)))
+    assert feed.fits
+    assert feed.slot_bytes <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
+    assert feed.raw_bytes is not None
+    assert feed.raw_bytes <= MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
+    with pytest.raises(ConfigError) as raised:
+        projection.check(parse(config(1_000_000, max_chunks=32)))
+    assert "over the 134217728-byte decode bound" in str(raised.value)
+    assert f"lower it to at most {at_32.max_rows} " in str(raised.value)
+
+
+def test_the_decode_bound_counts_the_rows_characters_as_the_encoder_does() -> None:
+    """The projection's decoded size of a feed agrees with the encoder's own refusal."""
+    (feed, _) = projection.project(parse(config(5000)))
+    rows = FeedWorkload(feed.shard, 5000, PROJECTION_SHAPE, gap_rows=PROJECTION_GAP_ROWS).rows
+    characters = sum(map(len, rows)) + sum(map(len, rows.values()))
+    assert feed.raw_bytes == max(characters, codec.encode_shard(feed.shard, rows).raw_bytes)
+
+
+def test_too_few_chunk_slots_are_refused_with_one_advice_and_the_other_knob() -> None:
+    with pytest.raises(ConfigError) as raised:
+        projection.check(parse(config(500_000, max_chunks=8)))
+    at_default = projection.project(parse(config(5000, max_chunks=8)))[0]
+    assert raised.value.path == "collectors[0].maxSeenKeys"
+    assert f"lower it to at most {at_default.max_rows} " in str(raised.value)
+    assert "raise store.maxChunks (now 8)" in str(raised.value)
+    assert "over 8 chunk slots" in str(raised.value)
+
+
+def test_the_advice_grows_with_max_chunks_and_stops_at_the_decode_bound() -> None:
+    advice = {
+        chunks: projection.project(parse(config(5000, max_chunks=chunks)))[0].max_rows
+        for chunks in (1, 2, 8, 32, 256)
+    }
+    assert advice[1] is not None
+    assert advice[1] < advice[2] < advice[8] < advice[32]  # type: ignore[operator]
+    assert advice[2] < 2 * advice[1]  # the fullest of two slots holds more than half
+    decoded = projection.project(parse(config(5000, max_chunks=256)))[0]
+    assert decoded.raw_bytes is not None
+    # 256 slots would hold far more than the decode bound admits: the bound is the advice
+    assert advice[256] == builtin.advised_max_decoded_rows(decoded.shard) < 256 * advice[1]
+
+
+def test_a_shard_past_the_decode_bound_is_refused_whatever_its_slots() -> None:
+    huge = projection.ShardProjection(
+        "tn/objectstore/f0",
+        "collectors[0].maxSeenKeys",
+        2_000_000,
+        56_000_000,
+        True,
+        1_000,
+        max_chunks=256,
+        raw_bytes=MAX_DECODED_ENVELOPE + 1,
+    )
+    assert huge.slot_bytes < CONFIGMAP_VALUE_LIMIT
+    assert not huge.fits
+    error = projection.misfit([huge])
+    assert error is not None
+    assert f"decodes to {MAX_DECODED_ENVELOPE + 1} bytes, over the" in str(error)
+    assert "raise store.maxChunks" not in str(error)
+
+
+def test_the_chunked_advice_fits_every_slot_when_encoded_for_real() -> None:
+    """At maxChunks 2 the advised rows, split by a hash of the row key as chunk slots split
+    them, encode to at most 95 % of the limit in the fuller slot (and not far below)."""
+    projected = projection.project(parse(config(5000, max_chunks=2)))[0]
+    advice = projected.max_rows
+    assert advice is not None
+    rows = FeedWorkload(projected.shard, advice, PROJECTION_SHAPE, gap_rows=0).rows
+    slots: list[dict[str, str]] = [{}, {}]
+    for key, value in rows.items():
+        slots[hashlib.sha256(key.encode()).digest()[0] % 2][key] = value
+    sizes = [codec.encode_shard(projected.shard, slot).compressed_bytes for slot in slots]
+    assert max(sizes) <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
+    assert max(sizes) >= CONFIGMAP_VALUE_LIMIT * (1 - 2 * PROJECTION_ADVICE_HEADROOM)
+
+
+# ---- the etcd report -------------------------------------------------------------------------
+
+
+def test_the_etcd_window_is_the_budget_over_ten_minutes_plus_one_object() -> None:
+    window = projection.etcd_report(parse(config(5000)))
+    assert COMPACTION_WINDOW_SECONDS == 600
+    assert window.worst_case_bytes == (
+        DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND * 600 + CONFIGMAP_VALUE_LIMIT
+    )
+    assert window.quota_bytes == DEFAULT_ETCD_QUOTA_BYTES
+    assert window.fraction == pytest.approx(0.0737, abs=1e-4)
+    assert not window.warns
+    assert ETCD_QUOTA_WARN_FRACTION == 0.25
+
+
+def test_project_warns_when_one_store_could_fill_a_quarter_of_the_quota(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "config.json"
+    document.write_text(json.dumps(config(5000, etcdQuotaBytes=512 * 1024**2)))
+    assert cli.main(["project", "--config", str(document), "--json"]) == 0  # a warning only
+    captured = capsys.readouterr()
+    etcd = json.loads(captured.out)["etcd"]
+    assert etcd["warns"] is True
+    assert etcd["fraction"] == pytest.approx(0.2949, abs=1e-4)
+    assert "warning: one store writes at most 158334976 bytes" in captured.err
+    assert "past 25%" in captured.err
+    document.write_text(json.dumps(config(5000)))
+    assert cli.main(["project", "--config", str(document)]) == 0
+    captured = capsys.readouterr()
+    assert "7.4% of the declared etcd quota" in captured.out
+    assert captured.err == ""

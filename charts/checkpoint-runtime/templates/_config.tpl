@@ -4,11 +4,13 @@ that schema exactly instead of echoing values through.
 */}}
 {{- define "checkpoint-runtime.runtimeConfig" -}}
 {{- $cp := .Values.checkpoint }}
-{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds }}
+{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds "maxChunks" $cp.maxChunks }}
 {{- $election := dict "enabled" false }}
 {{- if include "checkpoint-runtime.kubernetesStore" . }}
 {{- $_ := set $store "namespace" (include "checkpoint-runtime.coordinationNamespace" .) }}
 {{- $_ := set $store "leaseName" (include "checkpoint-runtime.leaseName" .) }}
+{{- $_ := set $store "writeBudgetBytesPerSecond" $cp.writeBudgetBytesPerSecond }}
+{{- $_ := set $store "etcdQuotaBytes" $cp.etcdQuotaBytes }}
 {{- if $cp.legacyConfigMap }}
 {{- $_ := set $store "legacyConfigMap" $cp.legacyConfigMap }}
 {{- end }}

@@ -128,10 +128,7 @@ rewrite keeps a temp copy of one object per shard until its rename: so
 {{- end }}
 {{- end }}
 
-{{/*
-Chunk slots per generation of each shard: checkpoint.maxChunks, 8 (its default) where the values
-do not carry it yet.
-*/}}
+{{/* Chunk slots per generation of each shard (checkpoint.maxChunks). */}}
 {{- define "checkpoint-runtime.maxChunks" -}}
-{{- int (default 8 (get .Values.checkpoint "maxChunks")) }}
+{{- int .Values.checkpoint.maxChunks }}
 {{- end }}

@@ -83,14 +83,35 @@ the 253 characters of a DNS-1123 subdomain. The inputs the schemas admit are ASC
 {{- end }}
 
 {{/*
+The chunk slot names of one shard, as a JSON list: call with (list <shard ConfigMap name>
+<maxChunks>). The runtime's chunk_slot_name: "<shard name>-c<generation><index>" for the
+generations a and b and every decimal index below maxChunks (a test compares the two).
+*/}}
+{{- define "checkpoint-runtime.chunkSlotNames" -}}
+{{- $shard := index . 0 }}
+{{- $count := int (index . 1) }}
+{{- $names := list }}
+{{- range $generation := list "a" "b" }}
+{{- range $index := until $count }}
+{{- $names = append $names (printf "%s-c%s%d" $shard $generation $index) }}
+{{- end }}
+{{- end }}
+{{- $names | toJson }}
+{{- end }}
+
+{{/*
 Every ConfigMap the store reads and writes, by name, as a JSON list (sorted, no duplicates):
-one shard per configured collector, and the legacy ConfigMap when one is migrated from.
+per configured collector its shard (the head) and the 2 x maxChunks chunk slots it may use,
+and the legacy ConfigMap when one is migrated from.
 */}}
 {{- define "checkpoint-runtime.storeConfigMapNames" -}}
 {{- $lease := include "checkpoint-runtime.leaseName" . }}
+{{- $maxChunks := .Values.checkpoint.maxChunks }}
 {{- $names := list }}
 {{- range .Values.checkpoint.collectors }}
-{{- $names = append $names (include "checkpoint-runtime.shardName" (list $lease (include "checkpoint-runtime.collectorNamespace" .))) }}
+{{- $shard := include "checkpoint-runtime.shardName" (list $lease (include "checkpoint-runtime.collectorNamespace" .)) }}
+{{- $names = append $names $shard }}
+{{- $names = concat $names (include "checkpoint-runtime.chunkSlotNames" (list $shard $maxChunks) | fromJsonArray) }}
 {{- end }}
 {{- with .Values.checkpoint.legacyConfigMap }}{{ $names = append $names . }}{{ end }}
 {{- $names | uniq | sortAlpha | toJson }}

@@ -9,6 +9,7 @@ from typing import Protocol
 from checkpoint_runtime.constants import (
     ANNOTATION_FORMAT,
     ANNOTATION_SHARD_KEY,
+    ANNOTATION_SLOT,
     ANNOTATION_WRITE_ID,
     SHARD_FORMATS,
 )
@@ -16,7 +17,7 @@ from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError, KeyGrammarError
 from checkpoint_runtime.format.keys import validate_shard_key
 from checkpoint_runtime.format.legacy import LegacyState
-from checkpoint_runtime.format.naming import shard_labels, shard_name
+from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shard_labels, shard_name
 
 
 @dataclass(frozen=True)
@@ -28,15 +29,27 @@ class StoredShard:
     blob: bytes
     annotations: Mapping[str, str]
     version: str
+    slot: str | None = None
+    """A v3 chunk slot (`a0`, `b3`, ...) of the shard; None: the shard's own object (head)."""
 
 
 @dataclass(frozen=True)
 class ShardWrite:
-    """What a create or update sends: the blob and every annotation, including the write id."""
+    """What a create or update sends: the blob and every annotation, including the write id.
+    With `slot`, the object written is that chunk slot of the shard, not the shard's head."""
 
     shard: str
     blob: bytes
     annotations: Mapping[str, str] = field(default_factory=dict)
+    slot: str | None = None
+
+    @property
+    def what(self) -> str:
+        return (
+            f"shard {self.shard!r}"
+            if self.slot is None
+            else (f"chunk slot {self.slot} of shard {self.shard!r}")
+        )
 
     @property
     def write_id(self) -> str:
@@ -73,9 +86,50 @@ class Backend(Protocol):
 
     def update_shard(self, write: ShardWrite, version: str, deadline: Deadline) -> WriteResult: ...
 
+    def read_slot(self, shard: str, slot: str, deadline: Deadline) -> StoredShard | None:
+        """A chunk slot of `shard` (None if never written); checked like a shard."""
+
+    def list_slots(self, deadline: Deadline) -> list[StoredShard]:
+        """Every chunk slot of this store (for `inspect`: slots a shrunk shard left)."""
+
     def read_legacy(self, deadline: Deadline) -> LegacyState | None: ...
 
     def mark_legacy(self, legacy: LegacyState, digest: str, deadline: Deadline) -> None: ...
+
+
+def object_name(lease_name: str, shard: str, slot: str | None) -> str:
+    """The object name of a shard's head (slot None) or of one of its chunk slots."""
+    head = shard_name(lease_name, shard)
+    return head if slot is None else chunk_slot_name(head, slot[0], int(slot[1:]))
+
+
+def object_labels(lease_name: str, slot: str | None) -> dict[str, str]:
+    return shard_labels(lease_name) if slot is None else chunk_labels(lease_name)
+
+
+def check_owned_slot(
+    lease_name: str,
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    expected: tuple[str, str] | None = None,
+) -> tuple[str, str]:
+    """Return (shard key, slot) if the object is one of this store's chunk slots, else raise."""
+    wanted = chunk_labels(lease_name)
+    if {key: labels.get(key) for key in wanted} != wanted:
+        raise ForeignShardError(name, f"labels {dict(labels)} are not this store's {wanted}")
+    shard, slot = annotations.get(ANNOTATION_SHARD_KEY), annotations.get(ANNOTATION_SLOT, "")
+    if not shard:
+        raise ForeignShardError(name, f"no {ANNOTATION_SHARD_KEY} annotation")
+    try:
+        validate_shard_key(shard)
+        if len(slot) < 2 or not slot[1:].isdigit() or name != object_name(lease_name, shard, slot):
+            raise ForeignShardError(name, f"name is not the one of slot {slot!r} of {shard!r}")
+    except (KeyGrammarError, ValueError) as error:
+        raise ForeignShardError(name, f"annotated shard key or slot is invalid: {error}") from None
+    if expected is not None and (shard, slot) != expected:
+        raise ForeignShardError(name, f"holds slot {slot!r} of {shard!r}, expected {expected}")
+    return shard, slot
 
 
 def check_owned(

@@ -23,6 +23,7 @@ from typing import Any
 
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
+    ANNOTATION_SLOT,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LEGACY_DATA_KEY,
@@ -36,9 +37,17 @@ from checkpoint_runtime.errors import (
     StorePathError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import shard_labels, shard_name
+from checkpoint_runtime.format.naming import chunk_labels, shard_labels
 
-from .base import ShardWrite, StoredShard, WriteResult, check_owned
+from .base import (
+    ShardWrite,
+    StoredShard,
+    WriteResult,
+    check_owned,
+    check_owned_slot,
+    object_labels,
+    object_name,
+)
 
 SHARD_SUFFIX = ".shard"
 LEGACY_SUFFIX = ".legacy.json"
@@ -106,10 +115,12 @@ class FileBackend:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _path(self, shard: str) -> Path:
-        return self.folder / (shard_name(self.lease_name, shard) + SHARD_SUFFIX)
+    def _path(self, shard: str, slot: str | None = None) -> Path:
+        return self.folder / (object_name(self.lease_name, shard, slot) + SHARD_SUFFIX)
 
-    def _read_file(self, path: Path, expected_shard: str | None = None) -> StoredShard:
+    def _read_file(
+        self, path: Path, expected_shard: str | None = None, slot: str | None = None
+    ) -> StoredShard:
         data = path.read_bytes()
         header_line, sep, blob = data.partition(b"\n")
         name = path.name[: -len(SHARD_SUFFIX)]
@@ -124,8 +135,12 @@ class FileBackend:
             raise CorruptShardError(name, f"bad shard file header: {error}") from None
         if not sep:
             raise CorruptShardError(name, "shard file has no blob")
-        shard = check_owned(self.lease_name, name, labels, annotations, expected_shard)
-        return StoredShard(shard, name, blob, dict(annotations), str(version))
+        if slot is None:
+            shard = check_owned(self.lease_name, name, labels, annotations, expected_shard)
+        else:
+            expected = None if expected_shard is None else (expected_shard, slot)
+            shard, slot = check_owned_slot(self.lease_name, name, labels, annotations, expected)
+        return StoredShard(shard, name, blob, dict(annotations), str(version), slot)
 
     def list_shards(self, deadline: Deadline) -> list[StoredShard]:
         deadline.check("listing shards")
@@ -151,6 +166,26 @@ class FileBackend:
                 return None
             return self._read_file(path, shard)
 
+    def read_slot(self, shard: str, slot: str, deadline: Deadline) -> StoredShard | None:
+        deadline.check(f"reading chunk slot {slot} of shard {shard!r}")
+        path = self._path(shard, slot)
+        with self._locked(deadline):
+            if not path.exists():
+                return None
+            return self._read_file(path, shard, slot)
+
+    def list_slots(self, deadline: Deadline) -> list[StoredShard]:
+        deadline.check("listing chunk slots")
+        with self._locked(deadline):
+            slots = []
+            for path in sorted(self.folder.glob("*" + SHARD_SUFFIX)):
+                header = _peek_header(path)
+                if header.get("labels") != chunk_labels(self.lease_name):
+                    continue
+                annotations = header.get("annotations") or {}
+                slots.append(self._read_file(path, None, str(annotations.get(ANNOTATION_SLOT, ""))))
+            return slots
+
     def store_names(self, deadline: Deadline) -> list[str]:
         """The stores (Lease names) that have shards in this folder, for a "no store" message."""
         deadline.check("listing stores")
@@ -165,23 +200,24 @@ class FileBackend:
     def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
         if self.read_only:
             raise CheckpointError(f"{self.describe()} was opened read-only")
-        deadline.check(f"writing shard {write.shard!r}")
-        path = self._path(write.shard)
+        deadline.check(f"writing {write.what}")
+        path = self._path(write.shard, write.slot)
+        where = "" if write.slot is None else f"chunk slot {write.slot}: "
         with self._locked(deadline):
             if version is None and path.exists():
-                raise ConflictError(write.shard, "already exists")
+                raise ConflictError(write.shard, f"{where}already exists")
             current = None
             if version is not None:
                 if not path.exists():
-                    raise ConflictError(write.shard, "the shard was removed")
-                current = self._read_file(path, write.shard).version
+                    raise ConflictError(write.shard, f"{where}the shard was removed")
+                current = self._read_file(path, write.shard, write.slot).version
             if version is not None and current != version:
                 raise ConflictError(
-                    write.shard, f"stored version is {current!r}, expected {version!r}"
+                    write.shard, f"{where}stored version is {current!r}, expected {version!r}"
                 )
             new_version = str(int(current or "0") + 1)
             header = {
-                "labels": shard_labels(self.lease_name),
+                "labels": object_labels(self.lease_name, write.slot),
                 "annotations": dict(write.annotations),
                 "version": new_version,
             }

@@ -10,6 +10,9 @@ Rules this module enforces:
   committed and the identical write is sent again after a pause (checkpoint_runtime.backends.retry:
   jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
+- etcd's NOSPACE refusal (500 `etcdserver: mvcc: database space exceeded`) is definitive too:
+  EtcdSpaceExceededError at once, no read-back, no re-send; the backend's EtcdSpaceGate then
+  sends no write until its hold-off has passed (checkpoint_runtime.backends.etcdspace);
 - every request's timeout is bounded by the operation's remaining deadline.
 """
 
@@ -27,10 +30,12 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate, is_etcd_space_exceeded
 from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
     ANNOTATION_ROWS,
+    ANNOTATION_SLOT,
     ANNOTATION_WRITE_ID,
     COMPONENT_SHARD,
     CONFIGMAP_VALUE_LIMIT,
@@ -49,9 +54,17 @@ from checkpoint_runtime.errors import (
     WriteUncertainError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import label_selector, shard_labels, shard_name
+from checkpoint_runtime.format.naming import chunk_label_selector, label_selector, shard_name
 
-from .base import ShardWrite, StoredShard, WriteResult, check_owned
+from .base import (
+    ShardWrite,
+    StoredShard,
+    WriteResult,
+    check_owned,
+    check_owned_slot,
+    object_labels,
+    object_name,
+)
 
 T = TypeVar("T")
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -86,8 +99,15 @@ def _is_uncertain(error: BaseException) -> bool:
         return True
     if isinstance(error, ApiException):
         status = int(error.status or 0)
+        if status == 500 and _is_space_exceeded(error):
+            return False  # etcd refused it before applying it: definitely not committed
         return status == 0 or status == 429 or status >= 500
     return False
+
+
+def _is_space_exceeded(error: ApiException) -> bool:
+    status = ApiStatus.of(error)
+    return is_etcd_space_exceeded(status.code, status.message)
 
 
 def _definitive_answer(error: BaseException) -> ApiException | None:
@@ -107,6 +127,7 @@ class KubernetesBackend:
         lease_name: str,
         legacy_name: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        space: EtcdSpaceGate | None = None,
     ) -> None:
         own = copy.deepcopy(configuration)
         own.retries = 0  # never let urllib3 re-send a PUT (urllib3 retries silently by default)
@@ -117,6 +138,8 @@ class KubernetesBackend:
         self.lease_name = lease_name
         self.legacy_name = legacy_name
         self.request_timeout = request_timeout
+        self.space = space if space is not None else EtcdSpaceGate()
+        """Stops this backend's writes while etcd's database is full."""
 
     def describe(self) -> str:
         return f"namespace {self.namespace} (store {self.lease_name})"
@@ -160,12 +183,20 @@ class KubernetesBackend:
         status = ApiStatus.of(error)
         return ApiRefusedError(what, status.code, status.reason, status.message, shard)
 
-    def _stored(self, item: Any, expected_shard: str | None = None) -> StoredShard:
+    def _stored(
+        self, item: Any, expected_shard: str | None = None, slot: str | None = None
+    ) -> StoredShard:
         meta = item.metadata
         name = meta.name
-        shard = check_owned(
-            self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected_shard
-        )
+        if slot is None:
+            shard = check_owned(
+                self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected_shard
+            )
+        else:
+            expected = None if expected_shard is None else (expected_shard, slot)
+            shard, slot = check_owned_slot(
+                self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected
+            )
         binary = item.binary_data or {}
         if item.data or set(binary) != {SHARD_DATA_KEY}:
             raise CorruptShardError(shard, f"expected exactly binaryData[{SHARD_DATA_KEY!r}]")
@@ -173,11 +204,21 @@ class KubernetesBackend:
             blob = base64.b64decode(binary[SHARD_DATA_KEY], validate=True)
         except ValueError as error:
             raise CorruptShardError(shard, f"binaryData is not base64: {error}") from None
-        return StoredShard(shard, name, blob, dict(meta.annotations), meta.resource_version)
+        return StoredShard(shard, name, blob, dict(meta.annotations), meta.resource_version, slot)
 
     # -- Backend -------------------------------------------------------------------------------
 
     def list_shards(self, deadline: Deadline) -> list[StoredShard]:
+        return self._list(label_selector(self.lease_name), deadline, chunks=False)
+
+    def list_slots(self, deadline: Deadline) -> list[StoredShard]:
+        return self._list(chunk_label_selector(self.lease_name), deadline, chunks=True)
+
+    def read_slot(self, shard: str, slot: str, deadline: Deadline) -> StoredShard | None:
+        item = self._get(object_name(self.lease_name, shard, slot), deadline)
+        return None if item is None else self._stored(item, shard, slot)
+
+    def _list(self, selector: str, deadline: Deadline, chunks: bool) -> list[StoredShard]:
         shards: list[StoredShard] = []
         token: str | None = None
         while True:
@@ -185,7 +226,7 @@ class KubernetesBackend:
             def call(timeout: float, token: str | None = token) -> Any:
                 return self.core.list_namespaced_config_map(
                     self.namespace,
-                    label_selector=label_selector(self.lease_name),
+                    label_selector=selector,
                     limit=LIST_PAGE,
                     _continue=token,
                     _request_timeout=timeout,
@@ -195,7 +236,11 @@ class KubernetesBackend:
                 page = self._read(call, deadline, "listing shards")
             except ApiException as error:
                 raise self._refused("listing shards", error) from None
-            shards.extend(self._stored(item) for item in page.items)
+            for item in page.items:
+                slot = (
+                    (item.metadata.annotations or {}).get(ANNOTATION_SLOT, "") if chunks else None
+                )
+                shards.append(self._stored(item, None, slot))
             token = page.metadata._continue
             if not token:
                 return shards
@@ -232,9 +277,9 @@ class KubernetesBackend:
     def _body(self, write: ShardWrite, version: str | None) -> Any:
         return client.V1ConfigMap(
             metadata=client.V1ObjectMeta(
-                name=shard_name(self.lease_name, write.shard),
+                name=object_name(self.lease_name, write.shard, write.slot),
                 namespace=self.namespace,
-                labels=shard_labels(self.lease_name),
+                labels=object_labels(self.lease_name, write.slot),
                 annotations=dict(write.annotations),
                 resource_version=version,
             ),
@@ -244,7 +289,7 @@ class KubernetesBackend:
     def _send(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
         """One create (version None) or update; returns the new resourceVersion."""
         body = self._body(write, version)
-        timeout = self._timeout(deadline, f"writing shard {write.shard!r}")
+        timeout = self._timeout(deadline, f"writing {write.what}")
         if version is None:
             result = self.core.create_namespaced_config_map(
                 self.namespace, body, _request_timeout=timeout
@@ -257,16 +302,19 @@ class KubernetesBackend:
 
     def _definitive(self, write: ShardWrite, error: ApiException) -> Exception:
         status = ApiStatus.of(error)
+        if is_etcd_space_exceeded(status.code, status.message):
+            return self.space.refused(write.shard, status.message)
         if status.code == 409:
             exists = status.reason == "AlreadyExists"
             detail = "already exists" if exists else "resourceVersion changed"
-            return ConflictError(write.shard, f"{detail} ({status.message})")
+            where = "" if write.slot is None else f"chunk slot {write.slot}: "
+            return ConflictError(write.shard, f"{where}{detail} ({status.message})")
         too_long = any(marker in status.message for marker in _TOO_LONG_MARKERS)
         if status.code == 413 or (status.code == 422 and too_long):
             return self._server_oversize(write, error, status)
         if status.code == 404:
             return ConflictError(write.shard, "the shard was removed")
-        return self._refused(f"writing shard {write.shard!r}", error, write.shard)
+        return self._refused(f"writing {write.what}", error, write.shard)
 
     def _server_oversize(
         self, write: ShardWrite, error: ApiException, status: ApiStatus
@@ -293,6 +341,19 @@ class KubernetesBackend:
         )
 
     def _write(self, write: ShardWrite, version: str | None, deadline: Deadline) -> WriteResult:
+        """One shard write, unless etcd's NOSPACE stopped writes (EtcdSpaceExceededError
+        without a request); a commit tells the gate that etcd has space."""
+        probe = self.space.admit(write.shard)
+        try:
+            result = self._write_once(write, version, deadline)
+        finally:
+            self.space.settled(probe)
+        self.space.committed()
+        return result
+
+    def _write_once(
+        self, write: ShardWrite, version: str | None, deadline: Deadline
+    ) -> WriteResult:
         try:
             return WriteResult(self._send(write, version, deadline))
         except (ApiException, urllib3.exceptions.HTTPError) as error:
@@ -306,7 +367,7 @@ class KubernetesBackend:
         self, write: ShardWrite, version: str | None, deadline: Deadline, first: BaseException
     ) -> WriteResult:
         """Find out whether an uncertain write committed; re-send it while provably not."""
-        name = shard_name(self.lease_name, write.shard)
+        name = object_name(self.lease_name, write.shard, write.slot)
         last: BaseException = first
         backoff = Backoff()
         while backoff.pause(deadline, last):  # never re-send at once: the server is failing
@@ -388,6 +449,9 @@ class KubernetesBackend:
                 answer = _definitive_answer(error)
                 if answer is not None and answer.status == 409:
                     raise ConflictError(legacy.name, "legacy checkpoint changed") from None
+                if answer is not None and _is_space_exceeded(answer):
+                    message = ApiStatus.of(answer).message
+                    raise self.space.refused(legacy.name, message) from None
                 if answer is not None:
                     raise self._refused("marking the legacy checkpoint", answer) from None
                 last = error

@@ -13,12 +13,19 @@ the safe side.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
+import deflate
+
+from checkpoint_runtime import constants, usercache
 from checkpoint_runtime.collectors import CheckpointMap, Collector
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector
 from checkpoint_runtime.collectors.kind import CollectorKindSpec, CollectorSettings, ShardEstimate
@@ -28,7 +35,9 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_MAX_SEEN_KEYS,
     DEFAULT_REPLAY_WINDOW_SECONDS,
+    MAX_DECODED_ENVELOPE,
     PROJECTION_ADVICE_HEADROOM,
+    PROJECTION_CACHE_KIND,
     PROJECTION_GAP_ROWS,
     PROJECTION_MAX_ENCODED_ROWS,
     PROJECTION_SHAPE,
@@ -60,33 +69,87 @@ def _objectstore_settings(
     )
 
 
+@cache
+def _format_code() -> str:
+    """A digest of everything a reference shard's size depends on: the format package's code
+    (the reference rows and the encoder), the constants, and the deflate back-ends' versions."""
+    sources = sorted(Path(codec.__file__).parent.glob("*.py"))
+    return usercache.digest(
+        *(path.read_bytes() for path in sources),
+        Path(constants.__file__).read_bytes(),
+        deflate.__version__,
+        zlib.ZLIB_RUNTIME_VERSION,
+    )
+
+
+def decoded_size(rows: Mapping[str, str], envelope_bytes: int) -> int:
+    """What the decode bound counts for these rows: the larger of the envelope's bytes and the
+    rows' own characters (keys and values, as the encoder and the decoder count them)."""
+    return max(envelope_bytes, sum(map(len, rows)) + sum(map(len, rows.values())))
+
+
 @lru_cache(maxsize=256)
-def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
-    """Compressed bytes and row count of a representative feed shard (cached: the render gate
-    projects the same config for many values documents)."""
+def _feed_sample(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int, int]:
+    """Compressed bytes, decoded size (decoded_size) and row count of a representative feed
+    shard (cached: the render gate projects the same config for many values documents, and every
+    `project`, `run` and gate process the same few shards: between processes in the user's
+    cache, keyed by the code)."""
+    key = usercache.digest(_format_code(), namespace, str(encoded_rows), shape)
+    cached = usercache.read(PROJECTION_CACHE_KIND, key)
+    if cached is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            size, decoded, rows = json.loads(cached)
+            if all(isinstance(value, int) for value in (size, decoded, rows)):
+                return size, decoded, rows
     workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    return codec.encode_shard(namespace, workload.rows).compressed_bytes, len(workload.rows)
+    encoded = codec.encode_shard(namespace, workload.rows)
+    measured = (
+        encoded.compressed_bytes,
+        decoded_size(workload.rows, encoded.raw_bytes),
+        len(workload.rows),
+    )
+    usercache.write(PROJECTION_CACHE_KIND, key, json.dumps(measured).encode())
+    return measured
+
+
+def _feed_bytes(namespace: str, encoded_rows: int, shape: str) -> tuple[int, int]:
+    """Compressed bytes and row count of a representative feed shard."""
+    size, _, rows = _feed_sample(namespace, encoded_rows, shape)
+    return size, rows
 
 
 def advised_max_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
-    """The most seen rows a feed shard may be configured for, leaving the advice headroom free:
-    from the largest sample, never from the configured bound, so every message agrees."""
+    """The most seen rows a feed shard may be configured for in one object, leaving the advice
+    headroom free: from the largest sample, never from the configured bound, so every message
+    agrees."""
     size, _ = _feed_bytes(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
     budget = CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
     return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / size)
 
 
+def advised_max_decoded_rows(namespace: str, shape: str = PROJECTION_SHAPE) -> int:
+    """The most seen rows whose decoded size leaves the advice headroom of the decode bound
+    free, from the largest sample's decoded size per row."""
+    _, raw, _ = _feed_sample(namespace, PROJECTION_MAX_ENCODED_ROWS, shape)
+    budget = MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
+    return math.floor(budget * PROJECTION_MAX_ENCODED_ROWS / raw)
+
+
 def _objectstore_estimate(settings: ObjectStoreSettings, shape: str) -> ShardEstimate:
     wanted = settings.max_seen_keys
     encoded_rows = min(wanted, PROJECTION_MAX_ENCODED_ROWS)
-    size, total_rows = _feed_bytes(settings.namespace, encoded_rows, shape)
+    size, raw, total_rows = _feed_sample(settings.namespace, encoded_rows, shape)
     per_row = size / max(encoded_rows, 1)
+    scale = wanted / max(encoded_rows, 1)
+    exact = wanted == encoded_rows
     return ShardEstimate(
         knob="maxSeenKeys",
         rows=wanted + total_rows - encoded_rows,
-        compressed_bytes=size if wanted == encoded_rows else math.ceil(per_row * wanted),
-        extrapolated=wanted != encoded_rows,
+        compressed_bytes=size if exact else math.ceil(per_row * wanted),
+        extrapolated=not exact,
         max_rows=advised_max_rows(settings.namespace, shape),
+        raw_bytes=raw if exact else math.ceil(raw * scale),
+        max_decoded_rows=advised_max_decoded_rows(settings.namespace, shape),
     )
 
 
@@ -135,10 +198,11 @@ _MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabyte
 
 
 @lru_cache(maxsize=256)
-def _flowlogs_bytes(namespace: str, windows: int) -> int:
-    return codec.encode_shard(
-        namespace, flowlogs_rows(namespace, replay_rows=windows)
-    ).compressed_bytes
+def _flowlogs_bytes(namespace: str, windows: int) -> tuple[int, int]:
+    """Compressed bytes and decoded size of a flowlogs shard of `windows` replay rows."""
+    rows = flowlogs_rows(namespace, replay_rows=windows)
+    encoded = codec.encode_shard(namespace, rows)
+    return encoded.compressed_bytes, decoded_size(rows, encoded.raw_bytes)
 
 
 def _flowlogs_estimate(settings: FlowLogsSettings, shape: str) -> ShardEstimate:
@@ -147,14 +211,15 @@ def _flowlogs_estimate(settings: FlowLogsSettings, shape: str) -> ShardEstimate:
     ratio = min(settings.replay_window_seconds / settings.poll_seconds, _MAX_WINDOWS)
     windows = max(1, math.ceil(ratio))
     encoded = min(windows, PROJECTION_MAX_ENCODED_ROWS)
-    size = _flowlogs_bytes(settings.namespace, encoded)
-    projected = size if windows == encoded else math.ceil(size / (encoded + 1) * (windows + 1))
+    size, raw = _flowlogs_bytes(settings.namespace, encoded)
+    exact = windows == encoded
     return ShardEstimate(
         knob="replayWindowSeconds",
         rows=windows + 1,
-        compressed_bytes=projected,
-        extrapolated=windows != encoded,
+        compressed_bytes=size if exact else math.ceil(size / (encoded + 1) * (windows + 1)),
+        extrapolated=not exact,
         max_rows=None,
+        raw_bytes=raw if exact else math.ceil(raw / (encoded + 1) * (windows + 1)),
     )
 
 

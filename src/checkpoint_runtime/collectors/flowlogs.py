@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -51,6 +49,9 @@ def parse_rfc3339(text: str) -> datetime:
 
 
 def http_fetch(url: str, timeout: float) -> bytes:
+    import urllib.error
+    import urllib.request  # http.client, ssl, email: only once a collector polls
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:
             data: bytes = answer.read()

@@ -38,7 +38,14 @@ class ShardEstimate:
     extrapolated: bool
     """Whether the size was scaled up from a smaller encoded sample."""
     max_rows: int | None
-    """The most rows the knob may allow with headroom left (None: the kind gives no advice)."""
+    """The most rows the knob may allow with headroom left in one object (None: the kind
+    gives no advice)."""
+    raw_bytes: int | None = None
+    """What the decode bound counts at the configured bounds: the decoded envelope's bytes or
+    the rows' characters, whichever is larger (None: not estimated)."""
+    max_decoded_rows: int | None = None
+    """The most rows whose decoded envelope leaves the advice headroom of the decode bound
+    free (None: no advice); a chunked shard's advice is capped by it."""
 
 
 S = TypeVar("S", bound=CollectorSettings)

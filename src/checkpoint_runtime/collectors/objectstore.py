@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import fsspec
-
 from checkpoint_runtime.collectors import (
     CheckpointMap,
     SourceError,
@@ -90,6 +88,10 @@ def check_url(url: str, key: str = "url") -> None:
     if scheme not in OBJECTSTORE_URL_EXTRAS:
         supported = ", ".join(f"{name}://" for name in OBJECTSTORE_URL_EXTRAS)
         raise ConfigError(key, f"unsupported URL scheme {scheme}:// (supported: {supported})")
+    if not OBJECTSTORE_URL_EXTRAS[scheme]:
+        return  # built into fsspec: a config check need not import it
+    import fsspec  # imported when used: `run --check-config` on file:// URLs stays fast
+
     try:
         fsspec.get_filesystem_class(scheme)
     except ImportError:
@@ -121,6 +123,8 @@ def open_url(url: str, endpoint_url: str | None = None) -> tuple[Any, str]:
     if endpoint_url and url_scheme(url) != "s3":
         raise ConfigError("endpointUrl", "applies only to s3:// URLs")
     options = s3_options(endpoint_url) if url_scheme(url) == "s3" else {}
+    import fsspec
+
     fs, root = fsspec.core.url_to_fs(url, **options)
     return fs, str(root)
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Protocol
 
 from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
 from checkpoint_runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+# The Kubernetes client is imported by KubernetesLeaseLock's methods, not here: the elector
+# (and with it a runtime on the file store) imports this module without needing the client.
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class KubernetesLeaseLock:
     """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update."""
 
     def __init__(self, api: client.ApiClient, namespace: str, name: str, identity: str) -> None:
+        from kubernetes import client
+
         if not identity:
             raise ConfigError("leaderElection", "lock identity is empty")
         if api.configuration.retries != 0:
@@ -85,6 +90,8 @@ class KubernetesLeaseLock:
         return f"{self.namespace}/{self.name}"
 
     def get(self, timeout: float) -> LeaseRecord | None:
+        from kubernetes.client.exceptions import ApiException
+
         try:
             lease = self._api.read_namespaced_lease(
                 self.name, self.namespace, _request_timeout=timeout
@@ -99,6 +106,8 @@ class KubernetesLeaseLock:
         return _record_of(lease.spec, lease.metadata.annotations if lease.metadata else None)
 
     def create(self, record: LeaseRecord, timeout: float) -> None:
+        from kubernetes import client
+
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
@@ -114,6 +123,8 @@ class KubernetesLeaseLock:
         )
 
     def update(self, record: LeaseRecord, timeout: float) -> None:
+        from kubernetes import client
+
         if self._metadata is None or not self._metadata.resource_version:
             raise RuntimeError(f"lease {self.describe()}: update before get or create")
         # The resourceVersion is the guard: a recreated Lease of this name never has an old one.
@@ -139,6 +150,8 @@ class KubernetesLeaseLock:
 
     def _remember(self, lease: client.V1Lease) -> None:
         """Keep what an update must carry: name, uid, resourceVersion, labels, annotations."""
+        from kubernetes import client
+
         meta = lease.metadata
         if meta is None or not meta.resource_version:
             raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
@@ -184,6 +197,8 @@ def _record_of(
 
 
 def _spec_of(record: LeaseRecord) -> client.V1LeaseSpec:
+    from kubernetes import client
+
     return client.V1LeaseSpec(
         holder_identity=record.holder_identity,
         lease_duration_seconds=record.lease_duration_seconds,

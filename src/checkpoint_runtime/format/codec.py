@@ -49,8 +49,8 @@ from checkpoint_runtime.constants import (
     DELTA_DEFLATE_LEVEL,
     MAX_DECODED_ENVELOPE,
     MEAN_RUN_ENTRIES,
-    SHARD_FORMAT,
     SHARD_FORMAT_V1,
+    SHARD_FORMAT_V2,
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
 from checkpoint_runtime.format import codec_v1
@@ -140,8 +140,15 @@ def _raw_size(rows: Mapping[str, str]) -> int:
     return sum(map(len, rows)) + sum(map(len, rows.values()))
 
 
-def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
-    """The base envelope JSON of `rows` (every key must lie in `shard`)."""
+def encode_envelope(
+    shard: str,
+    rows: Mapping[str, str],
+    fmt: str = SHARD_FORMAT_V2,
+    member: str = "base",
+    extra: Mapping[str, Any] | None = None,
+) -> bytes:
+    """The base envelope JSON of `rows` (every key must lie in `shard`): a `fmt` member of kind
+    `member`, with the `extra` fields between the shard and the rows (a v3 chunk's index)."""
     raw_size = _raw_size(rows)
     if raw_size > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, raw_size, MAX_DECODED_ENVELOPE, len(rows))
@@ -157,9 +164,10 @@ def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
                 }
             )
     envelope = {
-        "format": SHARD_FORMAT,
-        "member": "base",
+        "format": fmt,
+        "member": member,
         "shard": shard,
+        **(extra or {}),
         "rows": len(rows),
         "groups": groups,
     }
@@ -185,21 +193,7 @@ def encode_delta(
     would decode past the bound (the caller then writes a new base instead)."""
     if not changes:
         return EncodedShard(shard, base.member, base.raw_bytes, rows, base)
-    head = shard + "/"
-    for key in changes:
-        if not key.startswith(head):
-            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
-    start = len(head)
-    delta = {
-        "format": SHARD_FORMAT,
-        "member": "delta",
-        "shard": shard,
-        "base": base.crc,
-        "rows": rows,
-        "set": {key[start:]: value for key, value in sorted(changes.items()) if value is not None},
-        "delete": sorted(key[start:] for key, value in changes.items() if value is None),
-    }
-    text = json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = delta_envelope(shard, base.crc, changes, rows, SHARD_FORMAT_V2)
     raw_bytes = base.raw_bytes + len(text)
     if raw_bytes > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, raw_bytes, MAX_DECODED_ENVELOPE, rows)
@@ -207,10 +201,32 @@ def encode_delta(
     return EncodedShard(shard, base.member + member, raw_bytes, rows, base, len(member))
 
 
+def delta_envelope(
+    shard: str, base_crc: int, changes: Mapping[str, str | None], rows: int, fmt: str
+) -> bytes:
+    """The JSON of a delta member of `changes` (None deletes; keys checked to lie in `shard`)
+    against the base `base_crc`, `rows` rows after applying it."""
+    head = shard + "/"
+    for key in changes:
+        if not key.startswith(head):
+            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
+    start = len(head)
+    delta = {
+        "format": fmt,
+        "member": "delta",
+        "shard": shard,
+        "base": base_crc,
+        "rows": rows,
+        "set": {key[start:]: value for key, value in sorted(changes.items()) if value is not None},
+        "delete": sorted(key[start:] for key, value in changes.items() if value is None),
+    }
+    return json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 # -- decoding -------------------------------------------------------------------------------------
 
 
-def _load(shard: str, data: bytes) -> dict[str, Any]:
+def load(shard: str, data: bytes) -> dict[str, Any]:
     try:
         document = json.loads(data)
     except (UnicodeDecodeError, ValueError) as error:
@@ -358,10 +374,14 @@ def _decode_group(
     return keys, _build(values), chars
 
 
-def _check_member(
-    shard: str, document: dict[str, Any], member: str, fields: frozenset[str]
+def check_member(
+    shard: str,
+    document: dict[str, Any],
+    member: str,
+    fields: frozenset[str],
+    fmt: str = SHARD_FORMAT_V2,
 ) -> None:
-    if document.get("format") != SHARD_FORMAT:
+    if document.get("format") != fmt:
         raise CorruptShardError(shard, f"unknown format {document.get('format')!r}")
     if document.get("member") != member:
         found = document.get("member")
@@ -370,7 +390,9 @@ def _check_member(
         raise CorruptShardError(shard, f"{member} member names shard {document.get('shard')!r}")
     if set(document) != fields:
         found = sorted(document)
-        raise CorruptShardError(shard, f"{member} member fields {found} are not the v2 set")
+        raise CorruptShardError(
+            shard, f"{member} member fields {found} are not the {fmt.rsplit('-', 1)[-1]} set"
+        )
     if type(document["rows"]) is not int or document["rows"] < 0:
         raise CorruptShardError(shard, f"{member} member: rows must be a count")
 
@@ -382,15 +404,22 @@ def _row_kinds(shard: str) -> CollectorKind:
         raise CorruptShardError(shard, f"not a valid shard key: {error.reason}") from None
 
 
-def decode_base(shard: str, document: dict[str, Any]) -> dict[str, str]:
-    """Rows of a v2 base member (already parsed)."""
-    _check_member(shard, document, "base", BASE_FIELDS)
+def decode_base(
+    shard: str,
+    document: dict[str, Any],
+    fmt: str = SHARD_FORMAT_V2,
+    member: str = "base",
+    fields: frozenset[str] = BASE_FIELDS,
+    budget: int = MAX_DECODED_ENVELOPE,
+) -> dict[str, str]:
+    """Rows of a base member (already parsed): v2's, or a v3 inline base or chunk (`fmt`,
+    `member` and its `fields`), expanding to at most `budget` characters."""
+    check_member(shard, document, member, fields, fmt)
     groups = document["groups"]
     if not isinstance(groups, list):
         raise CorruptShardError(shard, "groups must be a list")
     row_kinds = _row_kinds(shard).row_kinds
     decoded: dict[str, str] = {}
-    budget = MAX_DECODED_ENVELOPE
     for group in groups:
         keys, values, chars = _decode_group(shard, row_kinds, group, budget)
         budget -= chars
@@ -408,10 +437,11 @@ def apply_delta(
     base_crc: int,
     rows: dict[str, str],
     prior: dict[str, str | None],
+    fmt: str = SHARD_FORMAT_V2,
 ) -> None:
     """Apply one parsed delta member to `rows` in place, recording each changed row's base value
     in `prior`; refuses (before changing anything) a delta that does not fit."""
-    _check_member(shard, document, "delta", DELTA_FIELDS)
+    check_member(shard, document, "delta", DELTA_FIELDS, fmt)
     if type(document["base"]) is not int or document["base"] != base_crc:
         raise CorruptShardError(shard, "delta member was written against another base")
     changed, deleted = document["set"], document["delete"]
@@ -445,7 +475,7 @@ def apply_delta(
 def decode_stored(shard: str, blob: bytes) -> DecodedShard:
     """Rows of a stored blob (v2 or v1) and its base, bounded and fail-closed."""
     members = gunzip_members(blob, MAX_DECODED_ENVELOPE, shard)
-    first = _load(shard, members[0].data)
+    first = load(shard, members[0].data)
     if first.get("format") == SHARD_FORMAT_V1:
         if len(members) != 1:
             raise CorruptShardError(shard, "trailing bytes after the gzip member")
@@ -454,8 +484,8 @@ def decode_stored(shard: str, blob: bytes) -> DecodedShard:
     base = Base(blob[: members[0].end], len(members[0].data))
     prior: dict[str, str | None] = {}
     for member in members[1:]:
-        apply_delta(shard, _load(shard, member.data), base.crc, rows, prior)
-    return DecodedShard(SHARD_FORMAT, rows, base, prior)
+        apply_delta(shard, load(shard, member.data), base.crc, rows, prior)
+    return DecodedShard(SHARD_FORMAT_V2, rows, base, prior)
 
 
 def decode_shard(shard: str, blob: bytes) -> dict[str, str]:

@@ -11,6 +11,8 @@ import hashlib
 import re
 
 from checkpoint_runtime.constants import (
+    CHUNK_GENERATIONS,
+    COMPONENT_CHUNK,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LABEL_STORE,
@@ -46,6 +48,21 @@ def shard_name(lease_name: str, shard: str) -> str:
     return name
 
 
+def chunk_slot_name(shard_name: str, generation: str, index: int) -> str:
+    """The ConfigMap name of a v3 shard's chunk slot: `<shard name>-c<generation><index>`.
+
+    `shard_name` is the head's ConfigMap name (`shard_name(lease, shard)`), `generation` `a` or
+    `b`, `index` a decimal slot index (below the store's maxChunks)."""
+    if generation not in CHUNK_GENERATIONS:
+        raise ValueError(f"chunk generation must be one of {CHUNK_GENERATIONS}, got {generation!r}")
+    if type(index) is not int or index < 0:
+        raise ValueError(f"chunk index must be an integer >= 0, got {index!r}")
+    name = f"{shard_name}-c{generation}{index}"
+    if not is_dns_subdomain(name):
+        raise KeyGrammarError(shard_name, f"no DNS-1123 chunk slot name can be derived ({name!r})")
+    return name
+
+
 def store_label(lease_name: str) -> str:
     """The store label value: a hash, since a Lease name may exceed the 63-character label limit."""
     return _digest("store", lease_name)[:STORE_LABEL_HASH_CHARS]
@@ -55,5 +72,14 @@ def shard_labels(lease_name: str) -> dict[str, str]:
     return {LABEL_COMPONENT: COMPONENT_SHARD, LABEL_STORE: store_label(lease_name)}
 
 
+def chunk_labels(lease_name: str) -> dict[str, str]:
+    """A chunk slot's labels: the shard's, with the chunk component (shard discovery skips it)."""
+    return {**shard_labels(lease_name), LABEL_COMPONENT: COMPONENT_CHUNK}
+
+
 def label_selector(lease_name: str) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(shard_labels(lease_name).items()))
+
+
+def chunk_label_selector(lease_name: str) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(chunk_labels(lease_name).items()))

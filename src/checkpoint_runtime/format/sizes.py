@@ -6,14 +6,15 @@ from __future__ import annotations
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 
 
-def headroom_bytes(compressed_bytes: int) -> int:
-    """Bytes left under the ConfigMap value limit (negative: over it)."""
-    return CONFIGMAP_VALUE_LIMIT - compressed_bytes
+def headroom_bytes(compressed_bytes: int, capacity: int = CONFIGMAP_VALUE_LIMIT) -> int:
+    """Bytes left under the ConfigMap value limit, or a chunked shard's capacity (negative:
+    over it)."""
+    return capacity - compressed_bytes
 
 
-def headroom_ratio(compressed_bytes: int) -> float:
-    """The free fraction of the ConfigMap value limit."""
-    return headroom_bytes(compressed_bytes) / CONFIGMAP_VALUE_LIMIT
+def headroom_ratio(compressed_bytes: int, capacity: int = CONFIGMAP_VALUE_LIMIT) -> float:
+    """The free fraction of the ConfigMap value limit (or capacity)."""
+    return headroom_bytes(compressed_bytes, capacity) / capacity
 
 
 def compression_ratio(raw_bytes: int, compressed_bytes: int) -> float:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
@@ -30,13 +29,20 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
 from checkpoint_runtime.ops import inspection
-from checkpoint_runtime.runtime import credentials, projection
-from checkpoint_runtime.runtime.settings import load_settings
-from checkpoint_runtime.store import migration
-from checkpoint_runtime.store.core import Store
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
+
+
+def _load_settings(path: str) -> RuntimeSettings:
+    """The runtime config (imported when a command reads one: `inspect --path` does not)."""
+    from checkpoint_runtime.runtime.settings import load_settings
+
+    return load_settings(path)
 
 
 def _store_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,12 +72,14 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     lease, legacy, path, namespace = args.lease_name, args.legacy_name, args.path, args.namespace
     deadline = DEFAULT_DEADLINE_SECONDS
     if args.config:
-        store = load_settings(args.config).store
+        store = _load_settings(args.config).store
         lease, legacy = lease or store.lease_name, legacy or store.legacy_config_map
         deadline = store.deadline_seconds
         if store.backend == "file":
             path = path or store.path
         else:
+            from checkpoint_runtime.runtime import credentials  # the Kubernetes client
+
             namespace = namespace or credentials.coordination_namespace(store.namespace)
     chosen = lease is not None
     lease = lease or DEFAULT_STORE_NAME
@@ -81,6 +89,10 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     if path is not None:
         backend = FileBackend(path, lease, legacy, read_only=read_only)
         return _Selection(backend, deadline, chosen, str(path))
+    # The Kubernetes client (credentials, backend) is imported only for a cluster store.
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.runtime import credentials
+
     configuration = credentials.kube_configuration(args.kubeconfig)
     backend_k = KubernetesBackend(configuration, namespace, lease, legacy)
     return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
@@ -112,13 +124,16 @@ def _print(args: argparse.Namespace, document: Any, text: str) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.store import migration
+    from checkpoint_runtime.store.core import Store  # the store and its metrics: not for project
+
     selection = _select(args, read_only=True)
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
     store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
     configured = None
     if args.config:  # mark the shards no collector of this config owns
-        configured = {collector.namespace for collector in load_settings(args.config).collectors}
+        configured = {c.namespace for c in _load_settings(args.config).collectors}
     document = inspection.report(store, configured)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
@@ -139,9 +154,9 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
-    note = inspection.unconfigured_note(document)
-    if note:
-        text += f"\n{note}"
+    for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
+        if note:
+            text += f"\n{note}"
     _print(args, document, text)
     return EXIT_OK
 
@@ -151,6 +166,7 @@ PROJECTION_COLUMNS = (
     ("knob", "KNOB"),
     ("rows", "ROWS"),
     ("compressed_bytes", "PROJECTED"),
+    ("slot_bytes", "FULLEST"),
     ("headroom_bytes", "HEADROOM"),
     ("headroom_ratio", "FREE%"),
     ("max_rows", "MAX_ROWS"),
@@ -158,22 +174,32 @@ PROJECTION_COLUMNS = (
 
 
 def _project(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
+    from checkpoint_runtime.runtime import projection
+
+    settings = _load_settings(args.config)
     projections = projection.project(settings, args.shape)
     rows = [item.as_dict() for item in projections]
     text = inspection.table(
         [{**row, "max_rows": row["max_rows"] or "-"} for row in rows], PROJECTION_COLUMNS
     )
+    max_chunks = settings.store.max_chunks
     note = (
-        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of the "
-        f"{CONFIGMAP_VALUE_LIMIT}-byte limit free"
+        f"FULLEST: the projected bytes of the fullest of {max_chunks} chunk slot(s) "
+        f"(store.maxChunks), each one ConfigMap under the {CONFIGMAP_VALUE_LIMIT}-byte limit\n"
+        f"MAX_ROWS: the most seen rows that leave {PROJECTION_ADVICE_HEADROOM:.0%} of that "
+        "limit free in every slot"
     )
+    etcd = projection.etcd_report(settings)
     document = {
         "shape": args.shape,
+        "max_chunks": max_chunks,
         "max_rows_headroom_ratio": PROJECTION_ADVICE_HEADROOM,
         "shards": rows,
+        "etcd": etcd.as_dict(),
     }
-    _print(args, document, f"{text}\n{note}")
+    _print(args, document, f"{text}\n{note}\netcd: {etcd.message()}")
+    if etcd.warns:
+        print(f"warning: {etcd.message()}", file=sys.stderr)
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
@@ -182,6 +208,9 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.store import migration
+    from checkpoint_runtime.store.core import Store
+
     backend, deadline = _backend(args)
     store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
     legacy = backend.read_legacy(store.new_deadline())

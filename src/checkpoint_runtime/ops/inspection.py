@@ -6,11 +6,23 @@ Reading only: the store is opened without migration, so inspecting never writes.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.constants import ANNOTATION_FORMAT, CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.format import sizes
-from checkpoint_runtime.store.core import Store
+
+if TYPE_CHECKING:  # `project` prints its table without importing the store
+    from checkpoint_runtime.store.core import Store
+    from checkpoint_runtime.store.shard_state import ShardState
+
+
+def _capacity(store: Store, state: ShardState) -> int:
+    chunked = state.layout is not None and state.layout.manifest.partitions > 0
+    return CONFIGMAP_VALUE_LIMIT * (store.options.max_chunks if chunked else 1)
+
+
+def _chunks(state: ShardState) -> int:
+    return 0 if state.layout is None else state.layout.manifest.partitions
 
 
 def shard_report(store: Store) -> list[dict[str, Any]]:
@@ -28,8 +40,14 @@ def shard_report(store: Store) -> list[dict[str, Any]]:
                 "compression_ratio": round(
                     sizes.compression_ratio(state.raw_bytes, state.compressed_bytes), 2
                 ),
-                "headroom_bytes": sizes.headroom_bytes(state.compressed_bytes),
-                "headroom_ratio": round(sizes.headroom_ratio(state.compressed_bytes), 4),
+                "chunks": _chunks(state),
+                "headroom_bytes": sizes.headroom_bytes(
+                    state.compressed_bytes, _capacity(store, state)
+                ),
+                "headroom_ratio": round(
+                    sizes.headroom_ratio(state.compressed_bytes, _capacity(store, state)), 4
+                ),
+                "format": state.head_annotations.get(ANNOTATION_FORMAT, ""),
                 "epoch": state.stamp.epoch,
                 "writer": state.stamp.writer,
                 "legacy_digest": state.legacy_digest,
@@ -49,12 +67,42 @@ def report(store: Store, configured: Collection[str] | None = None) -> dict[str,
         "shard_count": len(shards),
         "total_compressed_bytes": sum(s["compressed_bytes"] for s in shards),
         "shards": shards,
+        "unused_slots": unused_slots(store),
     }
     if configured is not None:
         for shard in shards:
             shard["configured"] = shard["shard"] in configured
         document["unconfigured_shards"] = [s["shard"] for s in shards if not s["configured"]]
     return document
+
+
+def unused_slots(store: Store) -> list[dict[str, Any]]:
+    """Chunk slots no shard uses any more (a shard shrank, went back into its head, or was
+    rewritten in an older format): kept, never deleted; an operator may remove them by hand.
+    A slot of an index the shard still uses is not listed: the next compaction reuses it."""
+    states = store.shard_states()
+    found = []
+    for stored in store.backend.list_slots(store.new_deadline()):
+        state = states.get(stored.shard)
+        in_use = _chunks(state) if state is not None else 0
+        slot = stored.slot or ""
+        if slot[1:].isdigit() and int(slot[1:]) < in_use:
+            continue
+        found.append({"name": stored.name, "shard": stored.shard, "bytes": len(stored.blob)})
+    return sorted(found, key=lambda entry: entry["name"])
+
+
+def unused_slots_note(document: dict[str, Any]) -> str:
+    """The line `inspect` prints about chunk slots no shard uses."""
+    unused = document.get("unused_slots") or []
+    if not unused:
+        return ""
+    listed = ", ".join(f"{entry['name']} ({entry['bytes']} bytes)" for entry in unused)
+    total = sum(entry["bytes"] for entry in unused)
+    return (
+        f"{len(unused)} unused chunk slot(s), {total} bytes: {listed} (never deleted by the "
+        "store; remove them by hand if wanted)"
+    )
 
 
 def unconfigured_note(document: dict[str, Any]) -> str:
@@ -75,6 +123,7 @@ COLUMNS = (
     ("raw_bytes", "RAW"),
     ("compressed_bytes", "GZIP"),
     ("compression_ratio", "RATIO"),
+    ("chunks", "CHUNKS"),
     ("headroom_bytes", "HEADROOM"),
     ("headroom_ratio", "FREE%"),
     ("epoch", "EPOCH"),

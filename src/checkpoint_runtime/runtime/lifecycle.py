@@ -15,25 +15,26 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-
-from kubernetes import client
+from typing import TYPE_CHECKING
 
 from checkpoint_runtime.backends.base import Backend
+from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
-from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.errors import CheckpointError, ConfigError
-from checkpoint_runtime.runtime import credentials, logs
+from checkpoint_runtime.runtime import logs
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger("checkpoint_runtime.runtime")
 
@@ -145,17 +146,30 @@ class Runtime:
         if store.backend == "file":
             folder = store.path or ""
             return FileBackend(folder, store.lease_name, store.legacy_config_map), None
+        # The Kubernetes client only for the Kubernetes store: a file store never imports it.
+        from kubernetes import client
+
+        from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+        from checkpoint_runtime.runtime import credentials
+
         configuration = self._kube_configuration or credentials.kube_configuration(self._kubeconfig)
         configuration.retries = 0
         namespace = credentials.coordination_namespace(store.namespace)
         backend = KubernetesBackend(
-            configuration, namespace, store.lease_name, store.legacy_config_map
+            configuration,
+            namespace,
+            store.lease_name,
+            store.legacy_config_map,
+            space=EtcdSpaceGate(self.metrics.store.registry),
         )
         api = client.ApiClient(configuration) if self.settings.election_enabled else None
         return backend, api
 
     def _elect(self, api: client.ApiClient) -> int | None:
         """Wait until we lead; our epoch, or None if asked to stop first."""
+        from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+        from checkpoint_runtime.runtime import credentials
+
         store = self.settings.store
         namespace = credentials.coordination_namespace(store.namespace)
         lock = KubernetesLeaseLock(api, namespace, store.lease_name, self.identity)
@@ -199,6 +213,8 @@ class Runtime:
                 metrics=self.metrics.store,
                 shards=configured_shards(settings),
                 lease_uid=lease_uid,
+                max_chunks=settings.store.max_chunks,
+                write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second,
             )
             if self._election is not None:
                 # before any collector runs; renew_above lets a leader of a recreated Lease

@@ -19,16 +19,18 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.collectors import registry
-from checkpoint_runtime.election.elector import default_identity
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.runtime import logs, startup
-from checkpoint_runtime.runtime.lifecycle import EXIT_CONFIG, EXIT_OK, Runtime
 from checkpoint_runtime.runtime.settings import load_document
 
+if TYPE_CHECKING:
+    from checkpoint_runtime.runtime.lifecycle import Runtime
+
 log = logging.getLogger("checkpoint_runtime.runtime")
+EXIT_OK, EXIT_CONFIG = 0, 2  # lifecycle's codes, without importing it for --check-config
 
 
 def register(subparsers: Any) -> None:
@@ -81,6 +83,11 @@ def main(args: argparse.Namespace) -> int:
             print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
         print(f"config accepted: {len(settings.collectors)} collector(s)")
         return EXIT_OK
+    # The lifecycle (HTTP, metrics, election, the store backends) only once the config is
+    # accepted and the runtime starts: `--check-config` needs none of it.
+    from checkpoint_runtime.election.elector import default_identity
+    from checkpoint_runtime.runtime.lifecycle import Runtime
+
     identity = args.identity or default_identity(os.environ.get("POD_NAME"))
     runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
     if args.http_port is not None:

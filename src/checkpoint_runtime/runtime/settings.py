@@ -23,10 +23,13 @@ from checkpoint_runtime.collectors.kind import CollectorSettings
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DEBOUNCE_SECONDS,
+    DEFAULT_ETCD_QUOTA_BYTES,
     DEFAULT_FILE_STORE_PATH,
     DEFAULT_HTTP_BIND,
     DEFAULT_HTTP_PORT,
+    DEFAULT_MAX_CHUNKS,
     DEFAULT_STORE_NAME,
+    DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
     DISCOVERY_LABELS,
     DISCOVERY_NAMES,
     LEASE_DURATION_SECONDS,
@@ -55,6 +58,13 @@ class StoreSettings:
     debounce_seconds: float
     discovery: str = DISCOVERY_LABELS
     """How the kubernetes backend finds its shards: by label (list) or by name (get only)."""
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    """Chunk slots per generation of one shard (a shard spans at most this many besides its
+    head); the projection and a name-pinned Role use the same number."""
+    write_budget_bytes_per_second: int = DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND
+    """Bytes of shard values the store sends to the API per second at most."""
+    etcd_quota_bytes: int = DEFAULT_ETCD_QUOTA_BYTES
+    """The etcd space quota the operator declares, for the projection's etcd report."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,11 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
             deadline_seconds=store.get("deadlineSeconds", DEFAULT_DEADLINE_SECONDS),
             debounce_seconds=store.get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS),
             discovery=store.get("discovery", DISCOVERY_LABELS),
+            max_chunks=store.get("maxChunks", DEFAULT_MAX_CHUNKS),
+            write_budget_bytes_per_second=store.get(
+                "writeBudgetBytesPerSecond", DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND
+            ),
+            etcd_quota_bytes=store.get("etcdQuotaBytes", DEFAULT_ETCD_QUOTA_BYTES),
         ),
         election_enabled=backend == "kubernetes" and election.get("enabled", True),
         timings=timings,

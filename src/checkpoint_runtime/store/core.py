@@ -14,8 +14,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
 
-from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
+from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_FORMAT,
@@ -26,15 +28,11 @@ from checkpoint_runtime.constants import (
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITE_ID,
     CONFIGMAP_VALUE_LIMIT,
-    DEFAULT_COMPACTION_RATIO,
-    DEFAULT_DEADLINE_SECONDS,
-    DEFAULT_DEBOUNCE_SECONDS,
     PERSIST_CONCURRENCY,
     SHARD_FORMAT,
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
-    ConfigError,
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
@@ -44,54 +42,63 @@ from checkpoint_runtime.errors import (
     UnencodableTextError,
     WriteUncertainError,
 )
-from checkpoint_runtime.format import codec
+from checkpoint_runtime.format import codec_v3
+from checkpoint_runtime.format.codec_v3 import Manifest, Slot
 from checkpoint_runtime.format.keys import shard_key, validate_shard_key
+from checkpoint_runtime.store import chunked, opening, planner
+from checkpoint_runtime.store.budget import WriteBudget
 from checkpoint_runtime.store.fencing import Fence, Stamp
 from checkpoint_runtime.store.metrics import StoreMetrics
 from checkpoint_runtime.store.migration import migrate_on_open
+from checkpoint_runtime.store.options import StoreOptions
+from checkpoint_runtime.store.planner import Layout
 from checkpoint_runtime.store.shard_state import ShardState, copy_state
 
 
-def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
-    value = annotations.get(key, "0")
-    return int(value) if value.isascii() and value.isdigit() else 0
+def _id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class Plan:
+    """One persist of one shard: the head to write (with its delta), or a compaction."""
+
+    generation: int
+    rows: int
+    layout: Layout | None
+    head: codec_v3.EncodedHead | None
+    compaction: chunked.Compaction | None = None
 
 
 class Store:
     """The collectors' checkpoint map over one backend; thread-safe."""
 
     def __init__(
-        self,
-        backend: Backend,
-        *,
-        writer: str,
-        epoch: int = 0,
-        deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
-        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
-        metrics: StoreMetrics | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
-        shards: Iterable[str] | None = None,
-        lease_uid: str = "",
+        self, backend: Backend, options: StoreOptions | None = None, **overrides: Any
     ) -> None:
-        if not compaction_ratio >= 0:
-            raise ConfigError("compactionRatio", f"must be a number >= 0, got {compaction_ratio!r}")
+        """`options` (or its fields as keywords, which override it) say how the store writes."""
+        options = replace(options or StoreOptions(), **overrides)
+        if options.shards is not None and not isinstance(options.shards, frozenset):
+            options = replace(options, shards=frozenset(options.shards))
+        self.options = options
         self.backend = backend
-        self.compaction_ratio = compaction_ratio
-        """A delta member may grow to this fraction of its base member (compressed) before the
-        next persist writes a new base instead; 0 writes every shard whole."""
-        self.fence = Fence(Stamp(epoch, writer, lease_uid))
-        self.deadline_seconds = deadline_seconds
-        self.debounce_seconds = debounce_seconds
-        self.metrics = metrics if metrics is not None else StoreMetrics()
-        self._clock = clock
-        self.configured: frozenset[str] | None = None if shards is None else frozenset(shards)
+        self.compaction_ratio = options.compaction_ratio
+        """A delta may grow to this fraction of its base (compressed) before the next persist
+        writes a new base instead; 0 writes every shard whole."""
+        self.fence = Fence(Stamp(options.epoch, options.writer, options.lease_uid))
+        self.deadline_seconds = options.deadline_seconds
+        self.debounce_seconds = options.debounce_seconds
+        self.metrics = options.metrics if options.metrics is not None else StoreMetrics()
+        self.metrics.write_budget.set(options.write_budget_bytes_per_second)
+        self._clock = options.clock
+        self.configured: frozenset[str] | None = options.shards
         """Discovery by name: exactly these shards are read on open (get, no list), and keys
         of any other shard are refused; None discovers the store's shards by label (list)."""
         self._shards: dict[str, ShardState] = {}
         self._lock = threading.RLock()
         self._write_locks: dict[str, threading.Lock] = {}
         """Per shard: writes to one shard are serialised, writes to different shards are not."""
+        self.budget = WriteBudget(options.write_budget_bytes_per_second, self._clock)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -99,17 +106,10 @@ class Store:
     def open(
         cls,
         backend: Backend,
+        options: StoreOptions | None = None,
         *,
-        writer: str,
-        epoch: int = 0,
-        deadline_seconds: float = DEFAULT_DEADLINE_SECONDS,
-        debounce_seconds: float = DEFAULT_DEBOUNCE_SECONDS,
-        metrics: StoreMetrics | None = None,
-        clock: Callable[[], float] = time.monotonic,
         migrate: bool = True,
-        compaction_ratio: float = DEFAULT_COMPACTION_RATIO,
-        shards: Iterable[str] | None = None,
-        lease_uid: str = "",
+        **overrides: Any,
     ) -> Store:
         """Load every shard (fail closed, no write on any error), then migrate legacy state.
 
@@ -117,18 +117,7 @@ class Store:
         collectors' namespaces) makes discovery read exactly those shards by name, for a Role
         that pins ConfigMap access by name and grants no list.
         """
-        store = cls(
-            backend,
-            writer=writer,
-            epoch=epoch,
-            deadline_seconds=deadline_seconds,
-            debounce_seconds=debounce_seconds,
-            metrics=metrics,
-            clock=clock,
-            compaction_ratio=compaction_ratio,
-            shards=shards,
-            lease_uid=lease_uid,
-        )
+        store = cls(backend, options, **overrides)
         deadline = store.new_deadline()
         store.load(deadline)
         if migrate:
@@ -149,7 +138,11 @@ class Store:
 
     def load(self, deadline: Deadline) -> None:
         """Replace memory with the stored shards; raises before changing anything."""
-        loaded = {stored.shard: self._decode(stored) for stored in self._discover(deadline)}
+        loaded: dict[str, ShardState] = {}
+        for stored in opening.discover(self.backend, self.configured, deadline):
+            state = opening.decode(self.backend, stored, deadline)
+            if state is not None:
+                loaded[state.key] = state
         with self._lock:
             for gone in set(self._shards) - set(loaded):
                 self.metrics.forget_shard(gone)
@@ -179,7 +172,7 @@ class Store:
             )
         try:
             stored = self.backend.read_shard(shard, deadline)
-            state = None if stored is None else self._decode(stored)
+            state = None if stored is None else opening.decode(self.backend, stored, deadline)
             with self._lock:
                 if state is None:
                     self._shards.pop(shard, None)
@@ -190,35 +183,6 @@ class Store:
                 self.metrics.shards.set(len(self._shards))
         finally:
             lock.release()
-
-    def _discover(self, deadline: Deadline) -> list[StoredShard]:
-        if self.configured is None:
-            return self.backend.list_shards(deadline)
-        found = (self.backend.read_shard(key, deadline) for key in sorted(self.configured))
-        return [stored for stored in found if stored is not None]
-
-    def _decode(self, stored: StoredShard) -> ShardState:
-        decoded = codec.decode_stored(stored.shard, stored.blob)
-        annotations = stored.annotations
-        if annotations.get(ANNOTATION_SHARD_KEY) != stored.shard:
-            raise CorruptShardError(stored.shard, "shard-key annotation disagrees with the object")
-        if annotations.get(ANNOTATION_FORMAT) != decoded.format:
-            raise CorruptShardError(
-                stored.shard,
-                f"format annotation {annotations.get(ANNOTATION_FORMAT)!r} disagrees with the "
-                f"blob's {decoded.format!r}",
-            )
-        return ShardState(
-            key=stored.shard,
-            rows=decoded.rows,
-            base=decoded.base,
-            base_prior=decoded.base_prior if decoded.base is not None else None,
-            version=stored.version,
-            stamp=Stamp.from_annotations(stored.shard, annotations),
-            legacy_digest=annotations.get(ANNOTATION_LEGACY_DIGEST),
-            raw_bytes=_int_annotation(annotations, ANNOTATION_RAW_BYTES),
-            compressed_bytes=len(stored.blob),
-        )
 
     # -- the collectors' interface ------------------------------------------------------
 
@@ -309,20 +273,22 @@ class Store:
             return sorted(key for key, state in self._shards.items() if state.dirty)
 
     def persist_due(self) -> bool:
-        """Persist all dirty shards once the oldest change is `debounce_seconds` old.
+        """Persist the dirty shards once the oldest change is `debounce_seconds` old.
 
         Called by the runtime's loop (or Debouncer); returns whether it persisted. Coalesces
-        every change made within the window into one write per shard.
+        every change made within the window into one write per shard. Under a write budget
+        the busiest shards may wait (their debounce stretched) until the budget has room.
         """
         with self._lock:
-            since = [
-                s.dirty_since
-                for s in self._shards.values()
-                if s.dirty and s.dirty_since is not None
-            ]
+            dirty = {key: s for key, s in self._shards.items() if s.dirty}
+            since = [s.dirty_since for s in dirty.values() if s.dirty_since is not None]
+            expected = {key: max(s.last_write_bytes, 1) for key, s in dirty.items()}
         if not since or self._clock() - min(since) < self.debounce_seconds:
             return False
-        self._persist(self.dirty_shards(), self.new_deadline())
+        admitted = self.budget.admit(expected)
+        if not admitted:
+            return False
+        self._persist(admitted, self.new_deadline())
         return True
 
     def flush(self) -> None:
@@ -411,17 +377,114 @@ class Store:
             state = self._shards[key]
             if not state.dirty:
                 return
-            version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
-            stamp = self.stamp
+            stored_stamp = state.stamp
         self.fence.check(key, stored_stamp)
-        encoded, generation = self._encode(state)
-        if encoded.compressed_bytes > CONFIGMAP_VALUE_LIMIT:
-            self.metrics.oversize_rejections.labels(key).inc()
+        plan = self._plan(state)
+        try:
+            self._write_plan(state, plan, deadline)
+        except BaseException:
+            if plan.compaction is not None:
+                with self._lock:
+                    state.inflight_prior = None
+            raise
+
+    def _plan(self, state: ShardState) -> Plan:
+        """What this persist writes: the head with a delta of every row changed since the base,
+        or (first write, a v1/v2 shard, a delta past its bound) a compaction into a new base."""
+        with self._lock:
+            generation, layout, prior = state.generation, state.layout, state.base_prior
+            state.changed_since_snapshot = None
+            rows = len(state.rows)
+            changes = None
+            if layout is not None and prior is not None:
+                changes = planner.changes_since(state.rows, prior)
+        if layout is not None and changes is not None and not planner.must_compact(layout):
+            try:
+                head = codec_v3.encode_head(
+                    state.key,
+                    layout.manifest,
+                    layout.base_rows,
+                    layout.inline,
+                    layout.inline_raw,
+                    changes,
+                    rows,
+                )
+            except OversizeError:
+                head = None  # would decode past the bound: compact instead
+            if head is not None and planner.head_only(
+                layout, head.delta_bytes, len(head.blob), self.compaction_ratio
+            ):
+                return Plan(generation, rows, layout, head)
+        with self._lock:
+            generation, snapshot = state.generation, dict(state.rows)
+            changed = None if layout is None or prior is None else set(prior)
+            state.changed_since_snapshot = None
+            state.inflight_prior = {}
+        try:
+            compaction = chunked.encode_compaction(
+                state.key, snapshot, layout, changed, self.options.max_chunks
+            )
+        except BaseException as error:
             with self._lock:
                 state.inflight_prior = None
-            raise OversizeError(key, encoded.compressed_bytes, CONFIGMAP_VALUE_LIMIT, encoded.rows)
-        write = ShardWrite(key, encoded.blob, self._annotations(encoded, digest, stamp))
+            if isinstance(error, OversizeError):
+                self.metrics.oversize_rejections.labels(state.key).inc()
+            raise
+        return Plan(generation, len(snapshot), layout, None, compaction)
+
+    def _write_plan(self, state: ShardState, plan: Plan, deadline: Deadline) -> None:
+        key = state.key
+        with self._lock:
+            version, stored_stamp, digest = state.version, state.stamp, state.legacy_digest
+        stamp = self.stamp
+        sent = 0
+        layout, head = plan.layout, plan.head
+        compaction = plan.compaction
         try:
+            if compaction is not None:
+                manifest = layout.manifest if layout is not None else Manifest()
+                written: dict[int, tuple[str, Slot]] = {}
+                if compaction.chunks:
+                    version, stored_stamp, sent = self._claim_head(
+                        state, version, stored_stamp, deadline
+                    )
+                    writes = {
+                        index: (
+                            slot,
+                            chunked.slot_write(key, slot, compaction.chunks[index], _id()),
+                        )
+                        for index, slot in compaction.slot_plan(manifest).items()
+                    }
+                    written = chunked.write_slots(
+                        self.backend,
+                        key,
+                        manifest,
+                        writes,
+                        self._prover(key, version, deadline),
+                        deadline,
+                    )
+                    sent += sum(len(write.blob) for _, write in writes.values())
+                    self.metrics.api_bytes_written.labels(key).inc(
+                        sum(len(write.blob) for _, write in writes.values())
+                    )
+                layout = compaction.layout_after(manifest, written)
+                head = codec_v3.encode_head(
+                    key,
+                    layout.manifest,
+                    layout.base_rows,
+                    layout.inline,
+                    layout.inline_raw,
+                    {},
+                    plan.rows,
+                )
+            assert head is not None
+            assert layout is not None
+            if len(head.blob) > CONFIGMAP_VALUE_LIMIT:
+                raise OversizeError(key, len(head.blob), CONFIGMAP_VALUE_LIMIT, plan.rows)
+            raw = head.raw_bytes + (layout.base_raw if layout.inline is None else 0)
+            write = ShardWrite(
+                key, head.blob, self._annotations(key, raw, head, plan.rows, digest, stamp)
+            )
             deadline.check(f"writing shard {key!r}")
             if version is None:
                 try:
@@ -440,21 +503,34 @@ class Store:
             self.metrics.oversize_rejections.labels(key).inc()
             raise
         finally:
-            with self._lock:
-                prior, state.inflight_prior = state.inflight_prior, None
+            if sent:
+                self.budget.record(key, sent)
         if result.resolved_uncertain:
             self.metrics.uncertain_writes.labels(key).inc()
         self.metrics.writes.labels(key).inc()
+        self.metrics.api_bytes_written.labels(key).inc(len(head.blob))
+        self.budget.record(key, len(head.blob))
+        if compaction is not None and compaction.chunks:
+            self.metrics.compactions.labels(key).inc()
         with self._lock:
             state.version = result.version
             state.stamp = stamp
-            state.persisted_generation = max(state.persisted_generation, generation)
-            state.raw_bytes, state.compressed_bytes = encoded.raw_bytes, encoded.compressed_bytes
-            if encoded.base is not state.base:
+            state.head_blob, state.head_annotations = head.blob, dict(write.annotations)
+            state.last_write_bytes = len(head.blob) + (
+                0 if compaction is None else sum(len(c.blob) for c in compaction.chunks.values())
+            )
+            state.persisted_generation = max(state.persisted_generation, plan.generation)
+            state.raw_bytes = raw
+            state.compressed_bytes = len(head.blob) + (
+                layout.manifest.chunk_bytes if layout.inline is None else 0
+            )
+            state.base = None
+            if compaction is not None:
                 # A new base: later deltas hold the rows changed since its snapshot (unless the
                 # shard was replaced wholesale meanwhile: then the next write is whole again).
-                state.base = encoded.base if prior is not None else None
-                state.base_prior = prior
+                state.layout = layout  # what the head names: R1 plans from it
+                state.base_prior = state.inflight_prior
+                state.inflight_prior = None
             # Still dirty: changed while the write was in flight. Those changes wait their own
             # debounce from when they were made, not from the change the write carried.
             changed = state.changed_since_snapshot
@@ -462,41 +538,62 @@ class Store:
                 state.dirty_since = None
             else:
                 state.dirty_since = changed if changed is not None else self._clock()
-            self._observe(state, stored_rows=encoded.rows)
+            self._observe(state, stored_rows=plan.rows)
 
-    def _encode(self, state: ShardState) -> tuple[codec.EncodedShard, int]:
-        """The blob to write and the generation it holds: the stored base plus one delta of
-        every row changed since, or (first write, a v1 shard, or a delta past the compaction
-        bound or the size limit) a new base of every row."""
-        with self._lock:
-            generation, base, prior = state.generation, state.base, state.base_prior
-            state.changed_since_snapshot = None
-            rows = len(state.rows)
-            changes = None
-            if base is not None and prior is not None:
-                current = {row: state.rows.get(row) for row in prior}
-                changes = {row: value for row, value in current.items() if value != prior[row]}
-        if base is not None and changes is not None:
+    def _claim_head(
+        self, state: ShardState, version: str | None, stored: Stamp, deadline: Deadline
+    ) -> tuple[str | None, Stamp, int]:
+        """Before any chunk slot is written, the head must be committed under our stamp in our
+        term: then no older writer's head commit can succeed any more. A head stamped by
+        another writer or term is re-sent as it is, with our stamp, guarded by its version; a
+        shard never written is created first with no rows (its rows follow in the same persist).
+        Returns the head's version and stamp, and the bytes sent."""
+        stamp = self.stamp
+        if version is not None and stored == stamp:
+            return version, stored, 0
+        key = state.key
+        if version is None:
+            head = codec_v3.encode_head(key, Manifest(), 0, *codec_v3.encode_inline(key, {}), {}, 0)
+            annotations = self._annotations(key, head.raw_bytes, head, 0, None, stamp)
+            write = ShardWrite(key, head.blob, annotations)
             try:
-                delta = codec.encode_delta(state.key, base, changes, rows)
-            except OversizeError:
-                delta = None  # would decode past the bound: a new base instead
-            if (
-                delta is not None
-                and delta.delta_bytes <= self.compaction_ratio * len(base.member)
-                and delta.compressed_bytes <= CONFIGMAP_VALUE_LIMIT
-            ):
-                return delta, generation
+                result = self.backend.create_shard(write, deadline)
+            except ConflictError as exists:
+                stamp, result = self._take_over_created(write, exists, deadline)
+        else:
+            annotations = {
+                **state.head_annotations,
+                **stamp.annotations(),
+                ANNOTATION_WRITE_ID: _id(),
+            }
+            write = ShardWrite(key, state.head_blob, annotations)
+            result = self.backend.update_shard(write, version, deadline)
+        self.metrics.api_bytes_written.labels(key).inc(len(write.blob))
         with self._lock:
-            generation, snapshot = state.generation, dict(state.rows)
-            state.changed_since_snapshot = None
-            state.inflight_prior = {}
-        try:
-            return codec.encode_shard(state.key, snapshot), generation
-        except BaseException:
-            with self._lock:
-                state.inflight_prior = None
-            raise
+            state.version, state.stamp = result.version, stamp
+            state.head_annotations = dict(annotations)
+            if version is None:
+                state.head_blob = write.blob
+        return result.version, stamp, len(write.blob)
+
+    def _prover(self, key: str, version: str | None, deadline: Deadline) -> chunked.Prove:
+        """The re-proof made after reading a slot and before writing it: a guarded renewal of
+        our Lease (when we lead by one), then the head, read again, still the one we hold."""
+
+        def prove() -> None:
+            renew = self.fence.renew_above
+            if renew is not None:
+                try:
+                    renew(self.stamp.epoch - 1)
+                except Exception as lost:
+                    raise ConflictError(
+                        key, f"could not re-prove leadership before writing a chunk slot: {lost}"
+                    ) from lost
+            stored = self.backend.read_shard(key, deadline)
+            if (None if stored is None else stored.version) != version:
+                raise ConflictError(key, "the head changed while its chunk slots were written")
+
+        return prove
 
     def _take_over_created(
         self, write: ShardWrite, exists: ConflictError, deadline: Deadline
@@ -518,16 +615,22 @@ class Store:
         return stamp, self.backend.update_shard(taken, stored.version, deadline)
 
     def _annotations(
-        self, encoded: codec.EncodedShard, digest: str | None, stamp: Stamp
+        self,
+        key: str,
+        raw_bytes: int,
+        head: codec_v3.EncodedHead,
+        rows: int,
+        digest: str | None,
+        stamp: Stamp,
     ) -> dict[str, str]:
         annotations = {
-            ANNOTATION_SHARD_KEY: encoded.shard,
+            ANNOTATION_SHARD_KEY: key,
             ANNOTATION_FORMAT: SHARD_FORMAT,
             ANNOTATION_LEASE: self.backend.lease_name,
-            ANNOTATION_RAW_BYTES: str(encoded.raw_bytes),
-            ANNOTATION_COMPRESSED_BYTES: str(encoded.compressed_bytes),
-            ANNOTATION_ROWS: str(encoded.rows),
-            ANNOTATION_WRITE_ID: uuid.uuid4().hex,
+            ANNOTATION_RAW_BYTES: str(raw_bytes),
+            ANNOTATION_COMPRESSED_BYTES: str(len(head.blob)),
+            ANNOTATION_ROWS: str(rows),
+            ANNOTATION_WRITE_ID: _id(),
             **stamp.annotations(),
         }
         if digest is not None:
@@ -537,7 +640,12 @@ class Store:
     def _observe(self, state: ShardState, stored_rows: int | None = None) -> None:
         """Export the stored copy's sizes (rows as written, not as changed since)."""
         rows = len(state.rows) if stored_rows is None else stored_rows
-        self.metrics.observe_shard(state.key, state.raw_bytes, state.compressed_bytes, rows)
+        chunks = 0 if state.layout is None else state.layout.manifest.partitions
+        capacity = CONFIGMAP_VALUE_LIMIT * (self.options.max_chunks if chunks else 1)
+        self.metrics.observe_shard(
+            state.key, state.raw_bytes, state.compressed_bytes, rows, capacity
+        )
+        self.metrics.chunks.labels(state.key).set(chunks)
 
     # -- introspection and migration support ----------------------------------------------
 
@@ -554,7 +662,8 @@ class Store:
         with self._lock:
             state = self._shards.setdefault(key, ShardState(key))
             state.rows = dict(rows)
-            state.base = state.base_prior = state.inflight_prior = None  # written whole next
+            # Written whole next; the layout stays: its active slots must never be written.
+            state.base = state.base_prior = state.inflight_prior = None
             state.legacy_digest = legacy_digest
             self._mark_dirty(state, self._clock())
             self.metrics.shards.set(len(self._shards))
@@ -566,10 +675,11 @@ class Store:
         for key in sorted(keys):
             with self._lock:
                 rows = dict(self._shards[key].rows)
-            size = codec.encode_shard(key, rows).compressed_bytes
-            if size > CONFIGMAP_VALUE_LIMIT:
+            try:
+                chunked.encode_compaction(key, rows, None, None, self.options.max_chunks)
+            except OversizeError as error:
                 self.metrics.oversize_rejections.labels(key).inc()
-                errors.append(OversizeError(key, size, CONFIGMAP_VALUE_LIMIT, len(rows)))
+                errors.append(error)
         if errors:
             raise ExceptionGroup(f"{len(errors)} shard(s) cannot fit", errors)
 

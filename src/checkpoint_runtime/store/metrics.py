@@ -72,6 +72,29 @@ class StoreMetrics:
             "checkpoint_persist_seconds", "Duration of one persist of all dirty shards", registry=r
         )
         self.leader = Gauge("checkpoint_leader", "1 while this process leads, else 0", registry=r)
+        self.api_bytes_written = Counter(
+            "checkpoint_shard_api_bytes_written",
+            "Bytes of ConfigMap values sent to the API (head and chunk slots)",
+            ["shard"],
+            registry=r,
+        )
+        self.compactions = Counter(
+            "checkpoint_shard_compactions",
+            "Compactions that wrote chunk slots",
+            ["shard"],
+            registry=r,
+        )
+        self.chunks = Gauge(
+            "checkpoint_shard_chunks",
+            "Active chunk slots of the shard (0: its base is in its head)",
+            ["shard"],
+            registry=r,
+        )
+        self.write_budget = Gauge(
+            "checkpoint_store_write_budget_bytes_per_second",
+            "Configured write budget (bytes of ConfigMap values per second; 0: none)",
+            registry=r,
+        )
 
     def per_shard_gauges(self) -> tuple[Gauge, ...]:
         return (
@@ -81,6 +104,7 @@ class StoreMetrics:
             self.compression_ratio,
             self.headroom_bytes,
             self.headroom_ratio,
+            self.chunks,
         )
 
     def forget_shard(self, shard: str) -> None:
@@ -90,13 +114,21 @@ class StoreMetrics:
             with contextlib.suppress(KeyError):  # never observed
                 gauge.remove(shard)
 
-    def observe_shard(self, shard: str, raw_bytes: int, compressed_bytes: int, rows: int) -> None:
-        """Record the sizes of a shard as last stored."""
+    def observe_shard(
+        self,
+        shard: str,
+        raw_bytes: int,
+        compressed_bytes: int,
+        rows: int,
+        capacity: int = CONFIGMAP_VALUE_LIMIT,
+    ) -> None:
+        """Record the sizes of a shard as last stored (headroom against `capacity`: one object,
+        or maxChunks slots for a chunked shard)."""
         self.raw_bytes.labels(shard).set(raw_bytes)
         self.compressed_bytes.labels(shard).set(compressed_bytes)
         self.rows.labels(shard).set(rows)
         self.compression_ratio.labels(shard).set(
             sizes.compression_ratio(raw_bytes, compressed_bytes)
         )
-        self.headroom_bytes.labels(shard).set(sizes.headroom_bytes(compressed_bytes))
-        self.headroom_ratio.labels(shard).set(sizes.headroom_ratio(compressed_bytes))
+        self.headroom_bytes.labels(shard).set(sizes.headroom_bytes(compressed_bytes, capacity))
+        self.headroom_ratio.labels(shard).set(sizes.headroom_ratio(compressed_bytes, capacity))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.store.fencing import Stamp
+from checkpoint_runtime.store.planner import Layout
 
 
 @dataclass
@@ -34,6 +35,14 @@ class ShardState:
     """Every row changed since `base` was written, with its value in the base (None: absent)."""
     inflight_prior: dict[str, str | None] | None = None
     """While a new base is being written: rows changed since its snapshot, as `base_prior`."""
+    layout: Layout | None = None
+    """A v3 shard's stored base (manifest, inline base); None for v1/v2 or never written."""
+    head_blob: bytes = b""
+    head_annotations: dict[str, str] = field(default_factory=dict)
+    """The stored head as last read or written (re-sent with our stamp before a compaction
+    writes chunk slots over a head stamped by another writer or term)."""
+    last_write_bytes: int = 0
+    """Bytes the last write of this shard sent (what the write budget expects the next to cost)."""
 
     def note_change(self, key: str, old: str | None) -> None:
         """Record the value a row had before its first change since the base (and since the
@@ -49,7 +58,11 @@ class ShardState:
 
 
 def copy_state(state: ShardState) -> ShardState:
-    copied = {**state.__dict__, "rows": dict(state.rows)}
+    copied = {
+        **state.__dict__,
+        "rows": dict(state.rows),
+        "head_annotations": dict(state.head_annotations),
+    }
     for name in ("base_prior", "inflight_prior"):
         if copied[name] is not None:
             copied[name] = dict(copied[name])

@@ -28,8 +28,9 @@ from checkpoint_runtime.constants import (
     LEGACY_DATA_KEY,
     SHARD_DATA_KEY,
 )
-from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.naming import label_selector
+from checkpoint_runtime.errors import CorruptShardError
+from checkpoint_runtime.format import codec, codec_v3
+from checkpoint_runtime.format.naming import chunk_slot_name, label_selector, shard_name
 
 if TYPE_CHECKING:
     from checkpoint_testenv.helm import Release
@@ -118,13 +119,32 @@ class KubeTarget:
             shard = annotations[ANNOTATION_SHARD_KEY]
             blob = base64.b64decode((item.binary_data or {})[SHARD_DATA_KEY])
             found[shard] = StoredState(
-                rows=codec.decode_shard(shard, blob),
+                rows=self.decode(shard, blob, lease or self.lease_name),
                 epoch=int(annotations.get(ANNOTATION_EPOCH, "0")),
                 writer=annotations.get(ANNOTATION_WRITER, ""),
                 version=str(item.metadata.resource_version),
                 lease=annotations.get(ANNOTATION_LEASE_UID, ""),
             )
         return found
+
+    def decode(self, shard: str, blob: bytes, lease: str) -> dict[str, str]:
+        """The rows of a stored head blob (v1, v2, or v3 with its chunks read by the admin
+        client and checked against the manifest: the checker's own, independent reader)."""
+        if not codec_v3.is_v3(shard, blob):
+            return codec.decode_shard(shard, blob)
+        head = codec_v3.decode_head(shard, blob)
+        chunks, budget = [], head.budget
+        for index in range(head.manifest.partitions):
+            slot = head.manifest.active_slot(index)
+            raw = self.raw(chunk_slot_name(shard_name(lease, shard), slot[0], int(slot[1:])))
+            if raw is None or codec_v3.digest(raw.blob) != head.manifest.slots[slot].digest:
+                raise CorruptShardError(shard, f"checker: active chunk {slot} != manifest")
+            rows, used = codec_v3.decode_chunk(
+                shard, raw.blob, index, head.manifest.partitions, budget
+            )
+            budget -= used
+            chunks.append(rows)
+        return codec_v3.assemble(shard, head, chunks).rows
 
     def raw(self, name: str) -> RawObject | None:
         """ConfigMap `name` as stored, undecoded; None if there is none."""

@@ -1,0 +1,348 @@
+"""`gzip-shards-v3`: a head (the commit point) and chunk slots; deterministic, bounded, fail-closed.
+
+The head is the shard's own object. Its blob is a multi-member gzip stream:
+
+- a head member, the manifest:
+
+      {"format": "gzip-shards-v3", "member": "head", "shard": "<shard key>", "rows": N,
+       "partitions": P, "active": "abba...",
+       "slots": {"a0": ["<resourceVersion>", "<sha256 hex of the slot's blob>", bytes], ...}}
+
+  `rows` counts the base's rows; `partitions` is how many chunks hold the base (0: the base is
+  inline, in the head); `active` names, per chunk index, the generation (`a`/`b`) whose slot
+  holds that chunk; `slots` records every slot ever written, of both generations, with the
+  resourceVersion its write returned and the digest of its content;
+- with `partitions` 0, a base member (the v2 column layout, format v3, member `base`);
+- optionally one delta member (as v2's, format v3), written against the base identified by
+  `base_crc(...)`.
+
+A chunk slot holds one gzip member, a base envelope of one hash partition of the rows:
+
+      {"format": "gzip-shards-v3", "member": "chunk", "shard": "<shard key>", "chunk": i,
+       "partitions": P, "rows": n, "groups": [...]}
+
+A row belongs to chunk `crc32(key) mod P` (`partition_of`), so a change of one row touches one
+chunk. Decoding refuses, with CorruptShardError: everything v2 refuses, a head whose manifest is
+malformed (an active chunk without a slot record, a generation other than a/b, an index past
+the partitions), a chunk for another index or partition count, a row in the wrong chunk, a row in
+two chunks, row counts that do not add up, and more than 128 MiB decoded over the head and every
+chunk together. Checking a chunk's blob against the manifest digest is the reader's (it decides
+between corruption and a compaction committed meanwhile).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpoint_runtime.constants import (
+    CHUNK_GENERATIONS,
+    DELTA_DEFLATE_LEVEL,
+    MAX_CHUNKS_LIMIT,
+    MAX_DECODED_ENVELOPE,
+    SHARD_FORMAT,
+)
+from checkpoint_runtime.errors import CorruptShardError, OversizeError
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
+
+HEAD_FIELDS = frozenset({"format", "member", "shard", "rows", "partitions", "active", "slots"})
+CHUNK_FIELDS = frozenset({"format", "member", "shard", "chunk", "partitions", "rows", "groups"})
+_SLOT = re.compile(r"^([ab])(0|[1-9][0-9]{0,2})$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The chunk index of row `key` among `partitions` chunks (stable: crc32 of the key)."""
+    return zlib.crc32(key.encode("utf-8")) % partitions
+
+
+def partition(rows: Mapping[str, str], partitions: int) -> list[dict[str, str]]:
+    """`rows` cut into `partitions` hash partitions."""
+    parts: list[dict[str, str]] = [{} for _ in range(partitions)]
+    for key, value in rows.items():
+        parts[zlib.crc32(key.encode("utf-8")) % partitions][key] = value
+    return parts
+
+
+def digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()
+
+
+def slot_key(generation: str, index: int) -> str:
+    return f"{generation}{index}"
+
+
+def other_generation(generation: str) -> str:
+    return CHUNK_GENERATIONS[1 - CHUNK_GENERATIONS.index(generation)]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What the manifest records of one chunk slot: its version, content digest and size."""
+
+    version: str
+    digest: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The head's record of the chunk slots: how many chunks, which generation is active per
+    index, and every slot written so far (both generations)."""
+
+    partitions: int = 0
+    active: str = ""
+    slots: Mapping[str, Slot] = field(default_factory=dict)
+
+    def active_slot(self, index: int) -> str:
+        return slot_key(self.active[index], index)
+
+    def inactive_slot(self, index: int) -> str:
+        """The slot a compaction writes chunk `index` into (the generation not active; `a` for
+        an index past the active ones)."""
+        if index < len(self.active):
+            return slot_key(other_generation(self.active[index]), index)
+        return slot_key(CHUNK_GENERATIONS[0], index)
+
+    def active_slots(self) -> list[str]:
+        return [self.active_slot(index) for index in range(self.partitions)]
+
+    @property
+    def chunk_bytes(self) -> int:
+        return sum(self.slots[name].bytes for name in self.active_slots())
+
+    def document(self) -> dict[str, list[Any]]:
+        return {
+            name: [slot.version, slot.digest, slot.bytes]
+            for name, slot in sorted(self.slots.items())
+        }
+
+
+def base_crc(manifest: Manifest, inline: bytes | None) -> int:
+    """What a delta names as its base: the inline base member's CRC, or a CRC over the active
+    chunks' digests (a new compaction changes it)."""
+    if inline is not None:
+        return zlib.crc32(inline) & 0xFFFFFFFF
+    text = ",".join(f"{name}:{manifest.slots[name].digest}" for name in manifest.active_slots())
+    return zlib.crc32(f"{manifest.partitions}|{text}".encode()) & 0xFFFFFFFF
+
+
+# -- encoding -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EncodedChunk:
+    index: int
+    blob: bytes
+    raw_bytes: int
+    rows: int
+
+    @property
+    def digest(self) -> str:
+        return digest(self.blob)
+
+
+def encode_chunk(shard: str, rows: Mapping[str, str], index: int, partitions: int) -> EncodedChunk:
+    """One chunk slot's blob: a base envelope of `rows` (partition `index` of `partitions`)."""
+    envelope = codec.encode_envelope(
+        shard, rows, SHARD_FORMAT, "chunk", {"chunk": index, "partitions": partitions}
+    )
+    return EncodedChunk(index, gzip_fast(envelope), len(envelope), len(rows))
+
+
+def encode_inline(shard: str, rows: Mapping[str, str]) -> tuple[bytes, int]:
+    """An inline base member of `rows` and its raw bytes."""
+    envelope = codec.encode_envelope(shard, rows, SHARD_FORMAT, "base")
+    return gzip_fast(envelope), len(envelope)
+
+
+@dataclass(frozen=True)
+class EncodedHead:
+    blob: bytes
+    raw_bytes: int
+    """Raw bytes of the head's members (head, inline base, delta)."""
+    delta_bytes: int
+
+
+def encode_head(
+    shard: str,
+    manifest: Manifest,
+    base_rows: int,
+    inline: bytes | None,
+    inline_raw: int,
+    changes: Mapping[str, str | None],
+    rows_after: int,
+) -> EncodedHead:
+    """The head blob: the manifest, the inline base (if any), and a delta of `changes`."""
+    head = {
+        "format": SHARD_FORMAT,
+        "member": "head",
+        "shard": shard,
+        "rows": base_rows,
+        "partitions": manifest.partitions,
+        "active": manifest.active,
+        "slots": manifest.document(),
+    }
+    text = json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    blob = gzip_fast(text, DELTA_DEFLATE_LEVEL) + (inline or b"")
+    raw = len(text) + inline_raw
+    delta_bytes = 0
+    if changes:
+        delta = codec.delta_envelope(
+            shard, base_crc(manifest, inline), changes, rows_after, SHARD_FORMAT
+        )
+        member = gzip_fast(delta, DELTA_DEFLATE_LEVEL)
+        blob += member
+        raw += len(delta)
+        delta_bytes = len(member)
+    if raw > MAX_DECODED_ENVELOPE:
+        raise OversizeError(shard, raw, MAX_DECODED_ENVELOPE, rows_after)
+    return EncodedHead(blob, raw, delta_bytes)
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+
+@dataclass
+class DecodedHead:
+    """A parsed head: the manifest, the inline base rows, the delta (not yet applied)."""
+
+    manifest: Manifest
+    base_rows: int
+    inline: bytes | None
+    """The inline base member's bytes (None: the base is in chunks)."""
+    inline_rows: dict[str, str] | None
+    inline_raw: int
+    delta: dict[str, Any] | None
+    raw_bytes: int
+    budget: int
+    """Decode budget left for the chunks."""
+
+
+def _manifest(shard: str, document: dict[str, Any]) -> Manifest:
+    partitions, active, slots = document["partitions"], document["active"], document["slots"]
+    if type(partitions) is not int or not 0 <= partitions <= MAX_CHUNKS_LIMIT:
+        raise CorruptShardError(shard, f"head: partitions must be 0..{MAX_CHUNKS_LIMIT}")
+    if not isinstance(active, str) or len(active) != partitions or set(active) - {"a", "b"}:
+        raise CorruptShardError(shard, "head: active must name a generation (a/b) per chunk")
+    if not isinstance(slots, dict):
+        raise CorruptShardError(shard, "head: slots must be an object")
+    parsed: dict[str, Slot] = {}
+    for name, record in slots.items():
+        match = _SLOT.match(name)
+        if match is None or int(match.group(2)) >= MAX_CHUNKS_LIMIT:
+            raise CorruptShardError(shard, f"head: {name!r} is not a slot")
+        if (
+            not isinstance(record, list)
+            or len(record) != 3
+            or not isinstance(record[0], str)
+            or not record[0]
+            or not isinstance(record[1], str)
+            or not _DIGEST.match(record[1])
+            or type(record[2]) is not int
+            or record[2] < 0
+        ):
+            raise CorruptShardError(shard, f"head: slot {name!r} must be [version, sha256, bytes]")
+        parsed[name] = Slot(record[0], record[1], record[2])
+    manifest = Manifest(partitions, active, parsed)
+    missing = [name for name in manifest.active_slots() if name not in parsed]
+    if missing:
+        raise CorruptShardError(shard, f"head: active chunk slot(s) {missing} never written")
+    return manifest
+
+
+def decode_head(shard: str, blob: bytes) -> DecodedHead:
+    """Parse a v3 head blob (its first member must already be known to be a v3 head)."""
+    members = gunzip_members(blob, MAX_DECODED_ENVELOPE, shard)
+    used = sum(len(member.data) for member in members)
+    document = codec.load(shard, members[0].data)
+    codec.check_member(shard, document, "head", HEAD_FIELDS, SHARD_FORMAT)
+    manifest = _manifest(shard, document)
+    rest = members[1:]
+    inline = inline_rows = None
+    inline_raw = 0
+    if manifest.partitions == 0:
+        if not rest:
+            raise CorruptShardError(shard, "head without chunks holds no base member")
+        start = members[0].end
+        inline = blob[start : rest[0].end]
+        base = codec.load(shard, rest[0].data)
+        inline_rows = codec.decode_base(shard, base, SHARD_FORMAT)
+        inline_raw = len(rest[0].data)
+        if len(inline_rows) != document["rows"]:
+            raise CorruptShardError(shard, "head rows disagree with its base")
+        rest = rest[1:]
+    delta = None
+    if rest:
+        if len(rest) > 1:
+            raise CorruptShardError(shard, "head holds more than one delta member")
+        delta = codec.load(shard, rest[0].data)
+    return DecodedHead(
+        manifest,
+        document["rows"],
+        inline,
+        inline_rows,
+        inline_raw,
+        delta,
+        used,
+        MAX_DECODED_ENVELOPE - used,
+    )
+
+
+def decode_chunk(
+    shard: str, blob: bytes, index: int, partitions: int, budget: int
+) -> tuple[dict[str, str], int]:
+    """Rows of chunk `index` of `partitions` and the decode budget they used (the bound is
+    shared by the head and every chunk); refuses a chunk holding a row of another chunk."""
+    members = gunzip_members(blob, budget, shard)
+    if len(members) != 1:
+        raise CorruptShardError(shard, f"chunk {index}: trailing bytes after the gzip member")
+    document = codec.load(shard, members[0].data)
+    rows = codec.decode_base(shard, document, SHARD_FORMAT, "chunk", CHUNK_FIELDS, budget)
+    if document["chunk"] != index or document["partitions"] != partitions:
+        raise CorruptShardError(
+            shard,
+            f"chunk slot for index {index} of {partitions} holds chunk "
+            f"{document['chunk']!r} of {document['partitions']!r}",
+        )
+    wrong = [key for key in rows if partition_of(key, partitions) != index]
+    if wrong:
+        raise CorruptShardError(shard, f"chunk {index} holds row {wrong[0]!r} of another chunk")
+    return rows, len(members[0].data)
+
+
+def assemble(
+    shard: str, head: DecodedHead, chunks: Iterable[Mapping[str, str]]
+) -> codec.DecodedShard:
+    """The shard's rows: the base (inline or every chunk) with the head's delta applied."""
+    if head.inline_rows is not None:
+        rows = dict(head.inline_rows)
+    else:
+        rows = {}
+        for chunk in chunks:
+            rows.update(chunk)
+    if len(rows) != head.base_rows:
+        raise CorruptShardError(
+            shard, f"head says {head.base_rows} base rows, chunks hold {len(rows)}"
+        )
+    prior: dict[str, str | None] = {}
+    if head.delta is not None:
+        crc = base_crc(head.manifest, head.inline)
+        codec.apply_delta(shard, head.delta, crc, rows, prior, SHARD_FORMAT)
+    return codec.DecodedShard(SHARD_FORMAT, rows, None, prior)
+
+
+def is_v3(shard: str, blob: bytes) -> bool:
+    """Whether the blob's first member is a v3 head (peeked without decoding the rest)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        start = inflater.decompress(blob, 64)
+    except zlib.error:
+        return False
+    return start.startswith(b'{"format":"' + SHARD_FORMAT.encode() + b'","member":"head"')

@@ -1,0 +1,52 @@
+"""`checkpoint-runtime downgrade --to v2`: the explicit step before rolling back to a release
+that reads `gzip-shards-v2` at most. Stop the runtime first (scale it to zero): the command
+writes under the newest epoch it finds, and a leader that writes meanwhile makes it conflict.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.ops.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    _backend,
+    _guarded,
+    _print,
+    _store_arguments,
+)
+from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.downgrade import downgrade_to_v2
+
+DOWNGRADE_WRITER = "checkpoint-runtime-downgrade"
+
+
+def _downgrade(args: argparse.Namespace) -> int:
+    backend, deadline = _backend(args)
+    store = Store.open(backend, writer=DOWNGRADE_WRITER, migrate=False, deadline_seconds=deadline)
+    newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
+    store = Store.open(
+        backend, writer=DOWNGRADE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+    )
+    report = downgrade_to_v2(store.shard_states(), backend, store.fence, store.new_deadline())
+    lines = [f"rewritten as gzip-shards-v2: {', '.join(report.rewritten) or '-'}"]
+    lines.append(f"already in an older format: {', '.join(report.unchanged) or '-'}")
+    for shard, size in sorted(report.too_large.items()):
+        lines.append(
+            f"cannot be rewritten: {shard} needs {size} bytes in one object (limit "
+            f"{CONFIGMAP_VALUE_LIMIT}); the previous release refuses it by name"
+        )
+    _print(args, report.__dict__, "\n".join(lines))
+    return EXIT_FAILED if report.too_large else EXIT_OK
+
+
+def register(subparsers: Any) -> None:
+    downgrade = subparsers.add_parser(
+        "downgrade", help="rewrite gzip-shards-v3 shards as v2 before a rollback"
+    )
+    _store_arguments(downgrade)
+    downgrade.add_argument("--to", required=True, choices=("v2",), help="the format to write")
+    downgrade.add_argument("--json", action="store_true", help="print JSON instead of text")
+    downgrade.set_defaults(func=_guarded(_downgrade))

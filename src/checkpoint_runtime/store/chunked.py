@@ -1,0 +1,192 @@
+"""A v3 compaction: encoding the chunks that changed, and writing them into inactive slots.
+
+The rules that keep the head from ever pointing at a chunk whose content differs from its
+manifest (docs/store.md, "Why v3 is safe"):
+
+1. A slot of the active generation is never written: a compaction writes index i into the
+   generation the head it last read (or committed) does not name for i.
+2. A slot is written with create (never written, as far as the head knows) or with an update
+   guarded by the resourceVersion the head records for it. A conflict is never retried into
+   an overwrite as such: the writer reads the slot, THEN re-proves its leadership (a guarded
+   Lease renewal, or without leader election a read of the head showing it unchanged), THEN
+   writes with the version it read. A proof made before the read licenses nothing.
+3. The head is committed last, guarded by its own resourceVersion; before it writes any slot
+   the writer has committed the head under its own stamp in its current term (restamp), so a
+   deposed writer's head commit can no longer succeed once the current leader writes slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from checkpoint_runtime.backends.base import Backend, ShardWrite
+from checkpoint_runtime.constants import (
+    ANNOTATION_FORMAT,
+    ANNOTATION_SHARD_KEY,
+    ANNOTATION_SLOT,
+    ANNOTATION_WRITE_ID,
+    SHARD_FORMAT,
+)
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import ChunksExceededError, ConflictError
+from checkpoint_runtime.format import codec_v3
+from checkpoint_runtime.format.codec_v3 import EncodedChunk, Manifest, Slot
+from checkpoint_runtime.store import planner
+from checkpoint_runtime.store.planner import Layout
+
+
+@dataclass
+class Compaction:
+    """A new base: the chunks to write (index -> chunk) and what the head will record."""
+
+    partitions: int
+    chunks: dict[int, EncodedChunk] = field(default_factory=dict)
+    inline: bytes | None = None
+    inline_raw: int = 0
+    base_raw: int = 0
+    base_rows: int = 0
+    kept_raw: int = 0
+
+    def slot_plan(self, manifest: Manifest) -> dict[int, str]:
+        """Index -> the inactive slot its chunk goes to."""
+        return {index: manifest.inactive_slot(index) for index in sorted(self.chunks)}
+
+    def layout_after(self, manifest: Manifest, written: Mapping[int, tuple[str, Slot]]) -> Layout:
+        """The layout the head commits once `written` (index -> slot, record) are durable."""
+        slots = dict(manifest.slots)
+        active = list(manifest.active[: self.partitions])
+        active += ["a"] * (self.partitions - len(active))
+        for index, (slot, record) in written.items():
+            slots[slot] = record
+            active[index] = slot[0]
+        new = Manifest(self.partitions, "".join(active), slots)
+        return Layout(new, self.base_rows, self.inline, self.inline_raw, self.base_raw)
+
+
+def _encode_all(shard: str, rows: Mapping[str, str], partitions: int) -> Compaction:
+    parts = codec_v3.partition(rows, partitions)
+    chunks = {i: codec_v3.encode_chunk(shard, part, i, partitions) for i, part in enumerate(parts)}
+    raw = sum(chunk.raw_bytes for chunk in chunks.values())
+    return Compaction(partitions, chunks, base_raw=raw, base_rows=len(rows))
+
+
+def _inline(shard: str, rows: Mapping[str, str]) -> Compaction:
+    member, raw = codec_v3.encode_inline(shard, rows)
+    return Compaction(0, {}, member, raw, raw, len(rows))
+
+
+def encode_compaction(
+    shard: str,
+    rows: Mapping[str, str],
+    layout: Layout | None,
+    changed: set[str] | None,
+    max_chunks: int,
+) -> Compaction:
+    """The new base of `rows`: inline, the changed chunks of the current partitioning, or every
+    chunk of a new one (`changed` None: everything may have changed). Raises
+    ChunksExceededError when even `max_chunks` chunks cannot hold it."""
+    current = 0 if layout is None else layout.manifest.partitions
+    if current == 0:
+        compaction = _inline(shard, rows)
+        partitions = planner.partitions_for(len(compaction.inline or b""), 0, max_chunks)
+        if partitions == 0:
+            return compaction
+        compaction = _encode_all(shard, rows, partitions)
+    else:
+        assert layout is not None
+        parts = codec_v3.partition(rows, current)
+        touched = (
+            set(range(current)) if changed is None else planner.changed_chunks(changed, current)
+        )
+        chunks = {i: codec_v3.encode_chunk(shard, parts[i], i, current) for i in sorted(touched)}
+        manifest = layout.manifest
+        kept = [manifest.slots[manifest.active_slot(i)] for i in range(current) if i not in chunks]
+        total = sum(chunk.bytes for chunk in kept) + sum(len(c.blob) for c in chunks.values())
+        partitions = planner.partitions_for(total, current, max_chunks)
+        if partitions == 0:
+            return _inline(shard, rows)
+        if partitions == current:
+            kept_raw = max(layout.base_raw - _raw_of(layout, touched), 0)
+            raw = kept_raw + sum(c.raw_bytes for c in chunks.values())
+            compaction = Compaction(current, chunks, base_raw=raw, base_rows=len(rows))
+        else:
+            compaction = _encode_all(shard, rows, partitions)
+    while True:
+        largest = max(len(chunk.blob) for chunk in compaction.chunks.values())
+        more = planner.grown(compaction.partitions, largest, max_chunks)
+        if more is None:
+            total = sum(len(chunk.blob) for chunk in compaction.chunks.values())
+            raise ChunksExceededError(shard, total, len(rows), max_chunks, largest)
+        if more == compaction.partitions:
+            return compaction
+        compaction = _encode_all(shard, rows, more)
+
+
+def _raw_of(layout: Layout, indexes: set[int]) -> int:
+    """Raw bytes of the given active chunks, estimated from their share of compressed bytes
+    (the manifest records compressed bytes only; raw bytes are a reported size, not a bound)."""
+    total = layout.manifest.chunk_bytes
+    if not total:
+        return 0
+    part = sum(layout.manifest.slots[layout.manifest.active_slot(i)].bytes for i in indexes)
+    return layout.base_raw * part // total
+
+
+Prove = Callable[[], None]
+"""Re-proves our leadership after a read (raises if it cannot): the guarded Lease renewal."""
+
+
+def slot_write(shard: str, slot: str, chunk: EncodedChunk, write_id: str) -> ShardWrite:
+    annotations = {
+        ANNOTATION_SHARD_KEY: shard,
+        ANNOTATION_SLOT: slot,
+        ANNOTATION_FORMAT: SHARD_FORMAT,
+        ANNOTATION_WRITE_ID: write_id,
+    }
+    return ShardWrite(shard, chunk.blob, annotations, slot)
+
+
+def write_slots(
+    backend: Backend,
+    shard: str,
+    manifest: Manifest,
+    writes: Mapping[int, tuple[str, ShardWrite]],
+    prove: Prove,
+    deadline: Deadline,
+) -> dict[int, tuple[str, Slot]]:
+    """Write each chunk into its inactive slot by the rules above; returns index -> (slot,
+    record). A conflict that survives read -> re-prove -> write raises ConflictError (nothing
+    the head points at was touched)."""
+    written: dict[int, tuple[str, Slot]] = {}
+    conflicted: list[int] = []
+    for index, (slot, write) in sorted(writes.items()):
+        if slot in manifest.active_slots():
+            raise RuntimeError(f"refusing to write active chunk slot {slot} of {shard!r}")
+        known = manifest.slots.get(slot)
+        deadline.check(f"writing chunk slot {slot} of shard {shard!r}")
+        try:
+            if known is None:
+                result = backend.create_shard(write, deadline)
+            else:
+                result = backend.update_shard(write, known.version, deadline)
+        except ConflictError:
+            conflicted.append(index)
+            continue
+        written[index] = (slot, Slot(result.version, codec_v3.digest(write.blob), len(write.blob)))
+    if not conflicted:
+        return written
+    # The slot holds something the head does not record (a crash or a deposed writer between
+    # its chunk write and its head commit, or our own uncommitted compaction): read it, then
+    # prove we still lead, then write guarded by what was read.
+    seen = {index: backend.read_slot(shard, writes[index][0], deadline) for index in conflicted}
+    prove()
+    for index in conflicted:
+        slot, write = writes[index]
+        stored = seen[index]
+        if stored is None:
+            result = backend.create_shard(write, deadline)
+        else:
+            result = backend.update_shard(write, stored.version, deadline)
+        written[index] = (slot, Slot(result.version, codec_v3.digest(write.blob), len(write.blob)))
+    return written

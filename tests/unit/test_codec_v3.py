@@ -1,0 +1,259 @@
+"""`gzip-shards-v3` (SPEC §4a): chunk slot names, head and chunk members, the shared decode
+bound, the planner's pure decisions and the write budget's admission."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from checkpoint_runtime.constants import (
+    CHUNK_TARGET_BYTES,
+    COMPONENT_CHUNK,
+    INLINE_BASE_MAX_BYTES,
+    LABEL_COMPONENT,
+    MAX_DECODED_ENVELOPE,
+    SHARD_FORMAT,
+)
+from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
+from checkpoint_runtime.format import codec, codec_v3
+from checkpoint_runtime.format.codec_v3 import Manifest, Slot
+from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
+from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shard_labels
+from checkpoint_runtime.format.reference_rows import FeedWorkload
+from checkpoint_runtime.store import chunked, planner
+from checkpoint_runtime.store.budget import WriteBudget
+
+SHARD = "tn/objectstore/feed"
+
+
+def rows_of(seen: int = 300, shape: str = "uuid") -> dict[str, str]:
+    return FeedWorkload(SHARD, seen, shape, gap_rows=3).rows
+
+
+def documents(blob: bytes) -> list[dict[str, Any]]:
+    return [json.loads(m.data) for m in gunzip_members(blob, MAX_DECODED_ENVELOPE, SHARD)]
+
+
+# -- names -----------------------------------------------------------------------------------
+
+
+def test_chunk_slot_names_follow_the_fixed_shape() -> None:
+    head = "ckpt-corp.flowlogs-1a2b3c4d5e"
+    assert chunk_slot_name(head, "a", 0) == "ckpt-corp.flowlogs-1a2b3c4d5e-ca0"
+    assert chunk_slot_name(head, "b", 255) == "ckpt-corp.flowlogs-1a2b3c4d5e-cb255"
+    for generation, index in (("c", 0), ("A", 1), ("a", -1)):
+        with pytest.raises(ValueError, match="chunk"):
+            chunk_slot_name(head, generation, index)
+    with pytest.raises(KeyGrammarError, match="chunk slot name"):
+        chunk_slot_name("x" * 250, "a", 10)
+
+
+def test_chunk_slots_carry_the_shard_labels_with_the_chunk_component() -> None:
+    labels = chunk_labels("lease")
+    assert labels == {**shard_labels("lease"), LABEL_COMPONENT: COMPONENT_CHUNK}
+
+
+# -- members ---------------------------------------------------------------------------------
+
+
+def manifest_of(chunks: dict[int, codec_v3.EncodedChunk], partitions: int) -> Manifest:
+    slots = {f"a{i}": Slot(str(i + 1), c.digest, len(c.blob)) for i, c in chunks.items()}
+    return Manifest(partitions, "a" * partitions, slots)
+
+
+def chunked_shard(rows: dict[str, str], partitions: int = 3) -> tuple[bytes, list[bytes]]:
+    parts = codec_v3.partition(rows, partitions)
+    chunks = {i: codec_v3.encode_chunk(SHARD, p, i, partitions) for i, p in enumerate(parts)}
+    head = codec_v3.encode_head(
+        SHARD, manifest_of(chunks, partitions), len(rows), None, 0, {}, len(rows)
+    )
+    return head.blob, [chunks[i].blob for i in range(partitions)]
+
+
+def decode(head_blob: bytes, chunk_blobs: list[bytes]) -> dict[str, str]:
+    head = codec_v3.decode_head(SHARD, head_blob)
+    budget, chunks = head.budget, []
+    for index, blob in enumerate(chunk_blobs):
+        rows, used = codec_v3.decode_chunk(SHARD, blob, index, head.manifest.partitions, budget)
+        budget -= used
+        chunks.append(rows)
+    return codec_v3.assemble(SHARD, head, chunks).rows
+
+
+def test_inline_head_round_trips_with_a_delta() -> None:
+    rows = rows_of()
+    inline, raw = codec_v3.encode_inline(SHARD, rows)
+    change = {f"{SHARD}/cursor": "moved", next(k for k in rows if "/seen/" in k): None}
+    head = codec_v3.encode_head(SHARD, Manifest(), len(rows), inline, raw, change, len(rows) - 1)
+    assert [d["member"] for d in documents(head.blob)] == ["head", "base", "delta"]
+    assert documents(head.blob)[0]["format"] == SHARD_FORMAT
+    decoded = decode(head.blob, [])
+    expected = {k: v for k, v in {**rows, **change}.items() if v is not None}
+    assert decoded == expected
+    assert codec_v3.is_v3(SHARD, head.blob)
+
+
+def test_chunked_head_round_trips_and_every_row_lives_in_its_hash_chunk() -> None:
+    rows = rows_of(2000)
+    head, chunks = chunked_shard(rows, 4)
+    assert decode(head, chunks) == rows
+    for index, blob in enumerate(chunks):
+        (document,) = documents(blob)
+        assert (document["member"], document["chunk"], document["partitions"]) == (
+            "chunk",
+            index,
+            4,
+        )
+
+
+def test_a_one_row_change_touches_one_chunk() -> None:
+    rows = rows_of(2000)
+    for key in list(rows)[:50]:
+        assert len(planner.changed_chunks([key], 8)) == 1
+    assert planner.changed_chunks([], 8) == set()
+
+
+def test_the_previous_releases_decoder_refuses_a_v3_head_by_name() -> None:
+    """The v2 release's decoder (codec.decode_stored, unchanged) on a v3 head: a named error,
+    never rows. The store-level check (format annotation) is in tests/store."""
+    head, _ = chunked_shard(rows_of(), 2)
+    with pytest.raises(CorruptShardError, match="unknown format 'gzip-shards-v3'"):
+        codec.decode_stored(SHARD, head)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"partitions": 2, "active": "a"}, "generation"),
+        ({"active": "ac"}, "generation"),
+        ({"slots": {"a0": ["1", "x", 1], "a1": ["1", "0" * 64, 1]}}, "version, sha256"),
+        ({"slots": {"a1": ["1", "0" * 64, 1]}}, "never written"),
+        ({"slots": {"z0": ["1", "0" * 64, 1]}}, "not a slot"),
+        ({"partitions": 9999, "active": ""}, "partitions"),
+        ({"extra": 1}, "not the v3 set"),
+        ({"member": "base"}, "expected a head member"),
+    ],
+)
+def test_malformed_heads_fail_closed(change: dict[str, Any], message: str) -> None:
+    head, _ = chunked_shard(rows_of(), 2)
+    document = {**documents(head)[0], **change}
+    blob = gzip_fast(json.dumps(document).encode())
+    with pytest.raises(CorruptShardError, match=message):
+        codec_v3.decode_head(SHARD, blob)
+
+
+def test_a_chunk_of_another_index_or_holding_a_foreign_row_is_refused() -> None:
+    rows = rows_of(500)
+    _, chunks = chunked_shard(rows, 3)
+    with pytest.raises(CorruptShardError, match="holds chunk 0 of 3"):
+        codec_v3.decode_chunk(SHARD, chunks[0], 1, 3, MAX_DECODED_ENVELOPE)
+    parts = codec_v3.partition(rows, 3)
+    stolen = {**parts[0], **dict(list(parts[1].items())[:1])}
+    forged = codec_v3.encode_chunk(SHARD, stolen, 0, 3)
+    with pytest.raises(CorruptShardError, match="of another chunk"):
+        codec_v3.decode_chunk(SHARD, forged.blob, 0, 3, MAX_DECODED_ENVELOPE)
+
+
+def test_the_decode_bound_covers_every_chunk_together() -> None:
+    rows = rows_of(500)
+    _, chunks = chunked_shard(rows, 2)
+    _, used = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE)
+    with pytest.raises(CorruptShardError, match="exceeds"):
+        codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, used - 1)
+
+
+def test_base_rows_must_add_up() -> None:
+    rows = rows_of(500)
+    head, chunks = chunked_shard(rows, 2)
+    with pytest.raises(CorruptShardError, match="base rows"):
+        decode(head, [chunks[0], codec_v3.encode_chunk(SHARD, {}, 1, 2).blob])
+
+
+# -- planner ---------------------------------------------------------------------------------
+
+
+def test_partitions_follow_the_base_size_with_hysteresis() -> None:
+    assert planner.partitions_for(INLINE_BASE_MAX_BYTES, 0, 8) == 0
+    assert planner.partitions_for(INLINE_BASE_MAX_BYTES + 1, 0, 8) == 1
+    assert planner.partitions_for(5 * CHUNK_TARGET_BYTES, 0, 8) == 5
+    assert planner.partitions_for(50 * CHUNK_TARGET_BYTES, 0, 8) == 8
+    assert planner.partitions_for(6 * CHUNK_TARGET_BYTES, 5, 8) == 5  # no churn near a boundary
+    assert planner.partitions_for(11 * CHUNK_TARGET_BYTES, 5, 8) == 8
+    assert planner.partitions_for(INLINE_BASE_MAX_BYTES // 2, 5, 8) == 0
+    assert planner.partitions_for(INLINE_BASE_MAX_BYTES, 5, 8) == 1
+    assert planner.partitions_for(4 * CHUNK_TARGET_BYTES, 8, 3) == 3  # maxChunks lowered
+    assert planner.grown(4, 2_000_000, 8) == 8
+    assert planner.grown(8, 2_000_000, 8) is None
+
+
+def test_the_head_carries_a_delta_only_within_its_bound() -> None:
+    layout = planner.Layout(Manifest(), 10, b"x" * 10_000, 20_000, 20_000)
+    assert planner.head_only(layout, 4_000, 15_000, 0.5)
+    assert not planner.head_only(layout, 6_000, 17_000, 0.5)
+
+
+# -- guards ----------------------------------------------------------------------------------
+
+
+def test_a_compaction_never_writes_an_active_slot() -> None:
+    chunk = codec_v3.encode_chunk(SHARD, {}, 0, 1)
+    manifest = Manifest(1, "a", {"a0": Slot("1", chunk.digest, len(chunk.blob))})
+    write = chunked.slot_write(SHARD, "a0", chunk, "id")
+    with pytest.raises(RuntimeError, match="active chunk slot a0"):
+        chunked.write_slots(None, SHARD, manifest, {0: ("a0", write)}, lambda: None, None)  # type: ignore[arg-type]
+
+
+# -- write budget ----------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_budget_slows_the_busiest_shard_and_never_drops_one() -> None:
+    clock = Clock()
+    budget = WriteBudget(1000, clock, window=10)
+    assert budget.admit({"busy": 5000, "quiet": 100}) == ["busy", "quiet"]
+    budget.record("busy", 9000)
+    assert budget.admit({"busy": 5000, "quiet": 100}) == ["quiet"]  # the busy one waits
+    budget.record("quiet", 100)
+    clock.now += 10.5  # the window slides past: room again
+    assert budget.admit({"busy": 5000, "quiet": 100}) == ["busy", "quiet"]
+
+
+def test_an_object_larger_than_the_budget_goes_alone_once_the_window_is_empty() -> None:
+    clock = Clock()
+    budget = WriteBudget(10, clock, window=10)
+    assert budget.admit({"huge": 1_000_000}) == ["huge"]
+    budget.record("huge", 1_000_000)
+    assert budget.admit({"huge": 1_000_000}) == []
+    clock.now += 11
+    assert budget.admit({"huge": 1_000_000}) == ["huge"]
+    assert WriteBudget(0, clock).admit({"a": 10**9, "b": 1}) == ["a", "b"]  # 0: no budget
+
+
+def test_every_v3_member_matches_the_schema() -> None:
+    from pathlib import Path
+
+    import jsonschema
+
+    schema = json.loads(
+        (Path(__file__).parents[2] / "schemas" / "shard-envelope-v3.schema.json").read_text()
+    )
+    rows = rows_of(400)
+    head, chunks = chunked_shard(rows, 3)
+    inline, raw = codec_v3.encode_inline(SHARD, rows)
+    change = {f"{SHARD}/cursor": "moved"}
+    small = codec_v3.encode_head(SHARD, Manifest(), len(rows), inline, raw, change, len(rows))
+    found = [*documents(head), *documents(small.blob)]
+    for blob in chunks:
+        found += documents(blob)
+    assert {d["member"] for d in found} == {"head", "base", "delta", "chunk"}
+    for document in found:
+        jsonschema.validate(document, schema)

@@ -71,6 +71,16 @@ policy-tools-build:
 s3-build:
     scripts/testenv/build-s3.sh >&2
 
+# build promtool and the dashboard linter from the pinned Go modules into the cache (idempotent; the first build takes ~8 min)
+[group('setup')]
+monitoring-tools-build:
+    scripts/testenv/build-monitoring-tools.sh >&2
+
+# build kube-network-policies (the NetworkPolicy enforcer of the test node) from its pinned Go module into the cache (idempotent; the first build takes ~15 min)
+[group('setup')]
+network-policies-build:
+    scripts/testenv/build-network-policies.sh >&2
+
 # install the manifest scanners the render tests run (checkov in a virtualenv of its own, kube-score from its pinned Go module) into the cache (idempotent; the first install takes ~3 min)
 [group('setup')]
 scanners-build:
@@ -78,7 +88,7 @@ scanners-build:
 
 # the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
 [group('check')]
-check: setup system testenv-build testenv-node-build image policy-tools-build s3-build scanners-build lint typecheck fmt-check gen-check policy-check (test "--durations=25")
+check: setup system testenv-build testenv-node-build network-policies-build image policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check gen-check policy-check (test "--durations=25")
 
 # ruff lint and yamllint on the chart
 [group('check')]

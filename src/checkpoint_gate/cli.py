@@ -2,12 +2,14 @@
 
     checkpoint-runtime gate -f my-values.yaml --set replicaCount=3 --junit-xml gate.xml
 
-Values compose like `helm -f ... --set ...`. The chart is rendered (in-process Helm SDK, or the
-helm CLI with --engine cli), the values are checked against values.schema.json, the manifests
-against the Kubernetes schemas, the rendered runtime config through the runtime's own startup
-check (what `checkpoint-runtime run` would refuse, named by its values key), and the policies
-are evaluated. Every finding is printed with its rule and object; the exit status is 1 when
-anything is denied, 2 when the values cannot be read (a one-line `error:` naming the file).
+Values compose like `helm -f ... --set ...` (--set-json, --set, --set-string, --set-file are
+parsed by Helm's own code and applied in Helm's order). The chart is rendered (in-process Helm
+SDK, or the helm CLI with --engine cli), the values are checked against values.schema.json, the
+manifests against the Kubernetes schemas, the rendered runtime config through the runtime's own
+startup check (what `checkpoint-runtime run` would refuse, named by its values key), and the
+policies are evaluated. Every finding is printed with its rule and object; the exit status is 1
+when anything is denied, 2 for a named error (`error: <Name>: ...`: values that cannot be read
+or exceed the input bounds, a bad argument, a chart or helm binary that cannot be used).
 `--output -` prints the manifests the gate rendered (no separate helm needed).
 """
 
@@ -15,19 +17,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from checkpoint_gate.engine import POLICY_WASM, Level
 from checkpoint_gate.junit import write_junit_xml
-from checkpoint_gate.manifests import Json, RenderError
+from checkpoint_gate.manifests import Json
 from checkpoint_gate.output import manifests_yaml
 from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR
 from checkpoint_gate.pipeline import Finding, Gate, GateResult
 from checkpoint_gate.render import DEFAULT_NAMESPACE, DEFAULT_RELEASE, CliRenderer
+from checkpoint_gate.setvalues import SetExpression
 from checkpoint_gate.values import load_values
-from checkpoint_runtime.errors import CheckpointError, ConfigError
+from checkpoint_runtime.constants import MAX_RELEASE_NAME
+from checkpoint_runtime.errors import ChartError, ConfigError, ExitCode, UsageError, quote
+
+# A chart folder holds a few dozen files; more is not a chart (e.g. --chart /tmp).
+MAX_CHART_FILES = 500
+SET_KINDS = ("set", "set-string", "set-json", "set-file")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def register(subparsers: Any) -> None:
@@ -38,11 +49,19 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-f", "--values", action="append", type=Path, default=[], metavar="FILE")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    for kind in SET_KINDS:
+        parser.add_argument(
+            f"--{kind}",
+            dest=kind.replace("-", "_"),
+            action="append",
+            default=[],
+            metavar="KEY=VALUE" if kind != "set-file" else "KEY=FILE",
+        )
     parser.add_argument(
         "--matrix",
         action="store_true",
-        help="instead of one values document, gate the defaults and every ci/*-values.yaml",
+        help="instead of one values document, gate the defaults and every ci/*-values.yaml "
+        "(refused together with -f or --set)",
     )
     parser.add_argument("--engine", choices=("sdk", "cli"), default="sdk")
     parser.add_argument("--helm", type=Path, help="helm binary for --engine cli")
@@ -69,27 +88,86 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def set_expressions(args: argparse.Namespace) -> list[SetExpression]:
+    return [
+        SetExpression(kind, text)
+        for kind in SET_KINDS
+        for text in getattr(args, kind.replace("-", "_"))
+    ]
+
+
 def value_documents(args: argparse.Namespace) -> list[tuple[str, Json]]:
+    sets = set_expressions(args)
     if args.matrix:
         documents: list[tuple[str, Json]] = [("defaults", {})]
         for path in sorted(CI_VALUES_DIR.glob("*-values.yaml")):
             documents.append((path.name, load_values([path])))
         return documents
-    names = [path.name for path in args.values] + [f"--set {s}" for s in args.set]
-    return [(" + ".join(names) or "defaults", load_values(args.values, args.set))]
+    names = [path.name for path in args.values] + [f"--{s.kind} {quote(s.text, 60)}" for s in sets]
+    return [(" + ".join(names) or "defaults", load_values(args.values, sets))]
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read or rendered, what helm or the gate would only fail on
+    later (or silently ignore)."""
+    if args.matrix and (args.values or set_expressions(args)):
+        raise UsageError("--matrix", "gates the shipped values documents; it takes no -f or --set")
+    _check_release(args.release)
+    if not DNS_LABEL.fullmatch(args.namespace):
+        raise UsageError("--namespace", f"{quote(args.namespace, 60)} is not a DNS-1123 label")
+    if args.junit_xml is not None:
+        target = args.junit_xml
+        if target.is_dir():
+            raise UsageError("--junit-xml", f"{target} is a folder; give a file name")
+        existing = target.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UsageError("--junit-xml", f"{existing} is a file, not a folder")
+    check_chart(args.chart)
+    if args.engine == "cli" and args.helm is not None:
+        helm = args.helm
+        if not helm.is_file() or not os.access(helm, os.X_OK):
+            raise UsageError("--helm", f"{helm} is not an executable file")
+
+
+def _check_release(release: str) -> None:
+    if len(release) > MAX_RELEASE_NAME:
+        raise UsageError(
+            "--release",
+            f"{quote(release, 60)} is {len(release)} characters; helm allows at most "
+            f"{MAX_RELEASE_NAME}",
+        )
+    from helm_python import validate_release_name
+
+    try:
+        validate_release_name(release)
+    except Exception as error:  # helm_python raises its own error classes
+        raise UsageError("--release", " ".join(str(error).split())[:200]) from None
+
+
+def check_chart(chart: Path) -> None:
+    """A folder that looks like a chart, small enough to load."""
+    if not chart.is_dir():
+        raise ChartError(f"{chart}: not a folder")
+    if not (chart / "Chart.yaml").is_file():
+        raise ChartError(f"{chart}: no Chart.yaml, not a Helm chart")
+    count = 0
+    for _root, dirs, files in os.walk(chart):
+        count += len(files) + len(dirs)
+        if count > MAX_CHART_FILES:
+            raise ChartError(f"{chart}: more than {MAX_CHART_FILES} files, not a chart")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
+    documents = value_documents(args)
     try:
-        documents = value_documents(args)
         renderer = CliRenderer(args.chart, args.helm) if args.engine == "cli" else None
         gate = Gate(renderer, chart_dir=args.chart, policy_wasm=args.policy)
-    except CheckpointError as error:
-        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
-    except (OSError, RenderError, ValueError) as error:
-        print(f"error: gate: {error}", file=sys.stderr)
-        return 2
+    except Exception as error:  # helm_python raises one class per failure kind
+        reason = " ".join(str(error).split())[:300]
+        raise ChartError(f"{args.chart}: cannot load the chart or the policies: {reason}") from None
     results: list[tuple[str, GateResult]] = []
     stdout = sys.stdout
     # With the manifests on stdout, the report goes to stderr.
@@ -100,13 +178,16 @@ def run(args: argparse.Namespace) -> int:
             results.append((name, result))
             print_result(name, result, args)
         if args.junit_xml:
-            write_junit_xml(args.junit_xml, results)
+            try:
+                write_junit_xml(args.junit_xml, results)
+            except OSError as error:
+                raise UsageError("--junit-xml", f"cannot write {args.junit_xml}: {error}") from None
             print(f"gate: JUnit XML written to {args.junit_xml}")
         if args.output:
             write_manifests(args.output, results, stdout)
         failed = [name for name, result in results if result.denied]
         print(f"gate: {len(results) - len(failed)} of {len(results)} values documents pass")
-    return 1 if failed else 0
+    return ExitCode.FINDING if failed else ExitCode.OK
 
 
 def write_manifests(output: str, results: list[tuple[str, GateResult]], stdout: TextIO) -> None:

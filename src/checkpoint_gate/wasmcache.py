@@ -44,7 +44,8 @@ _I32_CONST, _END = 0x41, 0x0B
 _HOOKS = threading.RLock()  # a policy build instantiates its probe inside the swap
 
 
-def _uleb(data: bytes, at: int) -> tuple[int, int]:
+def _leb(data: bytes, at: int, signed: bool = False) -> tuple[int, int]:
+    """The LEB128 number at `at` (unsigned, or signed) and the offset after it."""
     value = shift = 0
     while True:
         byte = data[at]
@@ -52,18 +53,7 @@ def _uleb(data: bytes, at: int) -> tuple[int, int]:
         value |= (byte & 0x7F) << shift
         shift += 7
         if byte < 0x80:
-            return value, at
-
-
-def _sleb(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return (value - (1 << shift) if byte & 0x40 else value), at
+            return (value - (1 << shift) if signed and byte & 0x40 else value), at
 
 
 def data_pages(wasm: bytes) -> int | None:
@@ -75,7 +65,7 @@ def data_pages(wasm: bytes) -> int | None:
         at, reach = 8, 0
         while at < len(wasm):
             section = wasm[at]
-            size, at = _uleb(wasm, at + 1)
+            size, at = _leb(wasm, at + 1)
             if section == _DATA_SECTION:
                 reach = max(reach, _data_reach(wasm, at))
             at += size
@@ -85,23 +75,23 @@ def data_pages(wasm: bytes) -> int | None:
 
 
 def _data_reach(wasm: bytes, at: int) -> int:
-    count, at = _uleb(wasm, at)
+    count, at = _leb(wasm, at)
     reach = 0
     for _ in range(count):
-        flags, at = _uleb(wasm, at)
+        flags, at = _leb(wasm, at)
         offset = 0
         if flags in (0, 2):  # active: [memory index,] constant offset expression
             if flags == 2:
-                _, at = _uleb(wasm, at)
+                _, at = _leb(wasm, at)
             if wasm[at] != _I32_CONST:
                 raise ValueError("a data segment offset that is not an i32 constant")
-            offset, at = _sleb(wasm, at + 1)
+            offset, at = _leb(wasm, at + 1, signed=True)
             if wasm[at] != _END:
                 raise ValueError("a data segment offset expression of more than one constant")
             at += 1
         elif flags != 1:  # 1: passive, copied on demand
             raise ValueError(f"unknown data segment flags {flags}")
-        length, at = _uleb(wasm, at)
+        length, at = _leb(wasm, at)
         at += length
         if flags != 1:
             reach = max(reach, offset + length)

@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
-from checkpoint_runtime.errors import CheckpointError, MissingExtraError, describe, leaves
+from checkpoint_runtime.errors import (
+    CheckpointError,
+    ExitCode,
+    MissingExtraError,
+    UsageError,
+    describe,
+    leaves,
+)
 
 PROG = "checkpoint-runtime"
 DISTRIBUTION = "checkpoint-runtime"
 TRACEBACK_ENV = "CHECKPOINT_RUNTIME_TRACEBACK"
-EXIT_NAMED_ERROR = 2
-EXIT_UNEXPECTED = 3
-EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,10 @@ COMMANDS: dict[str, Command] = {
         "checkpoint_runtime.ops.commands",
         "show or resolve the migration from the legacy single-ConfigMap checkpoint",
     ),
+    "set-aside": Command(
+        "checkpoint_runtime.ops.commands",
+        "move a shard object the store cannot read out of its way, keeping its bytes",
+    ),
     "downgrade": Command(
         "checkpoint_runtime.ops.downgrade",
         "rewrite gzip-shards-v3 shards as v2 before rolling back; names those that cannot",
@@ -69,13 +77,22 @@ COMMANDS: dict[str, Command] = {
 }
 
 EPILOG = f"""\
-exit status:
+exit status (every command):
   0  success
-  1  the gate denied the values, or `run` ended its lifecycle on an error
-  2  invalid input or configuration, printed as `error: <ErrorName>: <message>`
-  3  an unexpected internal error, printed on one line; set {TRACEBACK_ENV}=1 to also
-     print its traceback
+  1  a finding: the gate denied the values, `project` found a shard that cannot fit
+  2  a named error, printed as `error: <ErrorName>: <message>` (`run` logs it as a JSON
+     line whose "error" field is the same name): invalid input, arguments or
+     configuration, an unreadable store, or a `run` lifecycle that ended on an error
+  3  a bug: an unexpected internal error, printed on one line; set {TRACEBACK_ENV}=1 to
+     also print its traceback
 """
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are named errors (exit 2), not a bare usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
 
 
 class VersionAction(argparse.Action):
@@ -97,7 +114,7 @@ class VersionAction(argparse.Action):
 
 def top_parser() -> argparse.ArgumentParser:
     """Names and one-line help of every command, importing none of them."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         description=__doc__,
         epilog=EPILOG,
@@ -126,9 +143,7 @@ def load_command(name: str) -> ModuleType:
 
 def command_parser(name: str) -> argparse.ArgumentParser:
     """The full parser of one command (its module registers it)."""
-    parser = argparse.ArgumentParser(
-        prog=PROG, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(prog=PROG, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     load_command(name).register(subparsers)
     return parser
@@ -137,27 +152,31 @@ def command_parser(name: str) -> argparse.ArgumentParser:
 def dispatch(argv: list[str]) -> int:
     top, _ = top_parser().parse_known_args(argv)
     args = command_parser(top.command).parse_args(argv)
-    code: int = args.func(args)
-    return code
+    return int(args.func(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console entry point: never a traceback unless ${TRACEBACK_ENV} asks for one."""
     try:
         return dispatch(list(sys.argv[1:] if argv is None else argv))
-    except CheckpointError as error:
-        print_error(error)
-        return EXIT_NAMED_ERROR
-    except ExceptionGroup as group:
-        if all(isinstance(leaf, CheckpointError) for leaf in leaves(group)):
-            print_error(group)
-            return EXIT_NAMED_ERROR
-        return _unexpected(group)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     except Exception as error:
-        return _unexpected(error)
+        return report(error)
+
+
+def report(error: Exception) -> ExitCode:
+    """Print an error that ended a command; its exit code (named: 2, anything else: 3)."""
+    if named(error):
+        print_error(error)
+        return ExitCode.ERROR
+    return _unexpected(error)
+
+
+def named(error: BaseException) -> bool:
+    """A CheckpointError, or a group of nothing but them."""
+    return all(isinstance(leaf, CheckpointError) for leaf in leaves(error))
 
 
 def print_error(error: BaseException) -> None:
@@ -167,13 +186,13 @@ def print_error(error: BaseException) -> None:
     print("\n".join([f"error: {first}", *rest]), file=sys.stderr)
 
 
-def _unexpected(error: Exception) -> int:
+def _unexpected(error: Exception) -> ExitCode:
     if os.environ.get(TRACEBACK_ENV):
         traceback.print_exception(error)
     hint = "" if os.environ.get(TRACEBACK_ENV) else f" (set {TRACEBACK_ENV}=1 for details)"
     first, *rest = describe(error)  # one line per error, whatever the exception says
     print("\n".join([f"error: unexpected {first}{hint}", *rest]), file=sys.stderr)
-    return EXIT_UNEXPECTED
+    return ExitCode.BUG
 
 
 if __name__ == "__main__":

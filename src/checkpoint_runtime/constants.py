@@ -215,3 +215,23 @@ COMPACTION_WINDOW_SECONDS: Final = 2 * API_SERVER_COMPACTION_INTERVAL_SECONDS
 # warn when one release could fill this fraction of the declared etcd quota in one window: etcd
 # also holds the rest of the cluster, and several releases may share it.
 ETCD_QUOTA_WARN_FRACTION: Final = 0.25
+
+# Bounds on untrusted input (config files, values files, --set, kubeconfigs), checked before
+# anything expensive runs (a schema, a render, a projection). Helm's YAML library (go-yaml)
+# refuses aliasing only past 100 aliases and a ratio that still admits ~400,000 alias-driven
+# decodes; these bounds are absolute and far below that.
+MAX_INPUT_FILE_BYTES: Final = 1_048_576
+MAX_YAML_ALIASES: Final = 100
+MAX_EXPANDED_NODES: Final = 100_000  # scalars + collections once every alias is expanded
+MAX_NESTING_DEPTH: Final = 64
+MAX_STRING_CHARS: Final = 65_536
+MAX_KEY_CHARS: Final = 1_024
+MAX_ITEMS: Final = 10_000  # entries of one list or map
+MAX_COLLECTORS: Final = 64
+# Floors and ceilings that reflect reality (mirrored in both schemas).
+MIN_POLL_SECONDS: Final = 0.1
+MAX_POLL_SECONDS: Final = 86_400.0
+MIN_DEADLINE_SECONDS: Final = 0.1
+MAX_DEADLINE_SECONDS: Final = 600.0
+# Helm refuses a release name longer than this (its DNS-1123 label limit leaves room for suffixes).
+MAX_RELEASE_NAME: Final = 53

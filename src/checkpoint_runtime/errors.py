@@ -6,7 +6,37 @@ write-uncertain means "restart from the API state", oversize means "change a kno
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+
+
+class ExitCode(IntEnum):
+    """The one exit contract of every command."""
+
+    OK = 0
+    """Success."""
+    FINDING = 1
+    """A finding: the gate denied the values, `project` found a shard that cannot fit."""
+    ERROR = 2
+    """A named error (`error: <Name>: ...`; `run` logs the same name in its JSON line)."""
+    BUG = 3
+    """An unexpected internal error: a bug to report."""
+    INTERRUPTED = 130
+    """Interrupted by the user (Ctrl-C), as shells report SIGINT."""
+
+
+# An offending value is quoted by at most this many characters in an error line.
+QUOTE_LIMIT = 80
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`repr` of a value cut to `limit` characters, saying how long it was when cut."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes | list | dict) else len(text)
+    return f"{text[:limit]}... ({size} long)"
 
 
 class CheckpointError(Exception):
@@ -266,6 +296,34 @@ class ValuesFileError(CheckpointError):
         self.reason = reason
 
 
+class UsageError(ConfigError):
+    """A command-line argument is invalid (`path` names the option, e.g. --deadline)."""
+
+
+class InputLimitError(ConfigError):
+    """An input exceeds a bound checked before any expensive work (file size, YAML aliases,
+    nesting depth, string length, item count); `path` names the file or key."""
+
+
+class ChartError(CheckpointError):
+    """The chart folder the gate was pointed at cannot be loaded or rendered."""
+
+
+class LeadershipLostError(CheckpointError):
+    """The runtime lost (or could not keep) its Lease: it stopped writing and exits so that
+    Kubernetes restarts it from the API state."""
+
+
+class UnreadableShardError(CorruptShardError):
+    """A stored shard object cannot even be read as a shard (empty, truncated, not ours): the
+    store refuses to open, writes nothing, and names the object and the command that sets it
+    aside."""
+
+    def __init__(self, shard: str, reason: str, repair: str) -> None:
+        super().__init__(shard, f"{reason}; nothing was written. {repair}")
+        self.repair = repair
+
+
 class PackageDataError(CheckpointError):
     """A file the package ships (a schema, the chart, a policy) is missing: a broken install."""
 
@@ -290,6 +348,7 @@ def leaves(error: BaseException) -> list[BaseException]:
 
 __all__ = [
     "ApiRefusedError",
+    "ChartError",
     "CheckpointError",
     "ConfigError",
     "ConflictError",
@@ -297,21 +356,28 @@ __all__ = [
     "DeadlineExceeded",
     "EpochFencedError",
     "EtcdSpaceExceededError",
+    "ExitCode",
     "ForeignShardError",
+    "InputLimitError",
     "KeyGrammarError",
+    "LeadershipLostError",
     "LegacyConflictError",
     "LegacyFormatError",
     "LegacyMigratedElsewhereError",
     "MissingExtraError",
+    "NoLegacyError",
     "NoStoreError",
     "OversizeError",
     "PackageDataError",
     "StorePathError",
     "UnencodableTextError",
+    "UnreadableShardError",
+    "UsageError",
     "ValuesFileError",
     "WriteUncertainError",
     "describe",
     "leaves",
+    "quote",
 ]
 
 

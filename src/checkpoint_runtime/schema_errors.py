@@ -13,6 +13,11 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
+from checkpoint_runtime.errors import quote
+
+# A schema message is cut to this many characters (it quotes the offending value).
+MESSAGE_LIMIT = 400
+
 # Keywords whose failure means "this is the other branch", not "this field is wrong".
 _DISCRIMINATORS = frozenset({"const", "enum", "additionalProperties", "required"})
 
@@ -49,8 +54,16 @@ def describe(error: ValidationError) -> str:
     regular expression (which does not tell a reader which URL schemes or names are allowed)."""
     description = error.schema.get("description") if isinstance(error.schema, dict) else None
     if error.validator == "pattern" and description:
-        return f"{error.instance!r} is not of the accepted form: {description}"
-    return error.message
+        return f"{quote(error.instance)} is not of the accepted form: {description}"
+    return short_message(error.message, error.instance)
+
+
+def short_message(message: str, instance: Any) -> str:
+    """A validator's message with the offending value quoted by a short prefix only."""
+    shown = repr(instance)
+    if len(shown) > MESSAGE_LIMIT // 4 and shown in message:
+        message = message.replace(shown, quote(instance), 1)
+    return message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + "..."
 
 
 def violations(errors: Iterable[ValidationError]) -> list[tuple[str, str]]:

@@ -4,9 +4,10 @@ The binary comes from scripts/testenv/build-s3.sh (built from the Go module at t
 pinned in scripts/testenv/s3-server/go.mod, cached per pin), or from the folder named by
 CHECKPOINT_S3_SERVER_BIN. A missing binary is an error, never a reason to skip.
 
-One process runs the master, a volume server, the filer and the S3 gateway, all on 127.0.0.1
-with free ports, a temporary data folder, and one S3 identity whose key pair is made up per
-server. Telemetry is switched off: the server talks to nobody but its clients.
+One process runs the master, a volume server, the filer and the S3 gateway, all on one address
+(127.0.0.1, or e.g. the test node link's host address) with free ports, a temporary data folder,
+and one S3 identity whose key pair is made up per server. Telemetry is switched off: the server
+talks to nobody but its clients.
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ class S3Credentials:
 class S3Server:
     """One `weed server -s3` process and a client with its credentials."""
 
-    def __init__(self, weed: Path, workdir: Path) -> None:
+    def __init__(self, weed: Path, workdir: Path, host: str = "127.0.0.1") -> None:
         self.weed = weed
         self.workdir = workdir
+        self.host = host  # e.g. the test node link's host address, which the node's pods reach
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.endpoint = f"http://{host}:{self.port}"
         self.credentials = S3Credentials(
             access_key="CR" + secrets.token_hex(9).upper(), secret_key=secrets.token_hex(20)
         )
@@ -118,8 +120,8 @@ class S3Server:
             "server",
             "-s3",
             "-filer",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
+            f"-ip={self.host}",
+            f"-ip.bind={self.host}",
             f"-dir={data}",
             "-master.telemetry=false",
             # Many small buckets (one per test): small volumes, as many as the disk allows.
@@ -198,12 +200,14 @@ class S3Server:
             return False
 
 
-def start_s3_server(weed: Path, workdir: Path, attempts: int = 3) -> S3Server:
+def start_s3_server(
+    weed: Path, workdir: Path, attempts: int = 3, host: str = "127.0.0.1"
+) -> S3Server:
     """Start an S3Server, retrying on new ports only when one was taken in between."""
     for attempt in range(1, attempts + 1):
         folder = workdir / f"attempt-{attempt}" if attempt > 1 else workdir
         folder.mkdir(parents=True, exist_ok=True)
-        server = S3Server(weed, folder)
+        server = S3Server(weed, folder, host)
         try:
             server.start()
         except RuntimeError as failure:

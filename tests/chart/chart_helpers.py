@@ -66,7 +66,9 @@ def one(objects: list[Manifest], kind: str) -> Manifest:
 
 
 def runtime_config(objects: list[Manifest]) -> dict[str, Any]:
-    config_map = one(objects, "ConfigMap")
+    """The runtime's config.json (the one ConfigMap that carries it; the optional dashboard
+    ConfigMap does not)."""
+    (config_map,) = [obj for obj in by_kind(objects, "ConfigMap") if "config.json" in obj["data"]]
     config: dict[str, Any] = json.loads(config_map["data"]["config.json"])
     return config
 

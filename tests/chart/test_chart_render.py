@@ -325,7 +325,8 @@ def test_optional_objects_are_off_by_default_and_render_when_enabled(render: Ren
     monitor = one(objects, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "http"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
-    (rule,) = one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"]
+    rule = one(objects, "PrometheusRule")["spec"]["groups"][0]["rules"][0]
+    assert rule["alert"] == "CheckpointShardHeadroomLow"
     assert "checkpoint_shard_headroom_ratio" in rule["expr"]
     assert rule["expr"].endswith("< 0.25")
     assert "{{ $labels.shard }}" in rule["annotations"]["summary"]

@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 from installed_helpers import REPO_ROOT, Venv, clean_env
 
-from checkpoint_testenv.support.runtime_process import first_lines, sink_records
+from checkpoint_testenv.s3server import S3Server
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import first_lines, port_metric, sink_records
 
 pytestmark = pytest.mark.installed
 
 RUNTIME_COMMANDS = ("run", "inspect", "project", "migrate")
+POLLS = 'collector="objectstore/f1"'
 PROJECT_VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
@@ -124,15 +127,23 @@ def emitted_objects(sink: Path) -> list[str]:
     return first_lines(sink_records(sink))
 
 
-def run_until(venv: Venv, config: Path, cwd: Path, sink: Path, expected: list[str]) -> str:
-    """Start `run`, wait until the sink holds exactly `expected` and still does a second later,
-    then SIGTERM it (a clean exit flushes the checkpoints); return its log."""
+def run_until(
+    venv: Venv,
+    config: Path,
+    cwd: Path,
+    sink: Path,
+    expected: list[str],
+    env: dict[str, str] | None = None,
+) -> str:
+    """Start `run` (with `env` added to a clean environment), wait until the sink holds exactly
+    `expected` and still does after five more polls, then SIGTERM it (a clean exit flushes the
+    checkpoints); return its log."""
     log_path = sink.with_suffix(".log")
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [str(venv.cli), "run", "--config", str(config)],
             cwd=cwd,
-            env=clean_env(),
+            env={**clean_env(), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
@@ -142,8 +153,14 @@ def run_until(venv: Venv, config: Path, cwd: Path, sink: Path, expected: list[st
             assert time.monotonic() < deadline, f"{expected} not emitted:\n{log_path.read_text()}"
             time.sleep(0.1)
         assert process.poll() is None, f"run exited early:\n{log_path.read_text()}"
-        time.sleep(1.0)  # five more polls: nothing else (nothing already seen) is emitted
-        assert emitted_objects(sink) == expected
+        port = json.loads(config.read_text())["http"]["port"]
+
+        def polls() -> float:
+            return port_metric(port, "checkpoint_collector_polls_total", POLLS) or 0.0
+
+        seen = polls()
+        wait_for(lambda: polls() >= seen + 5, 60, "five more polls")
+        assert emitted_objects(sink) == expected  # nothing else (nothing already seen) emitted
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log_path.read_text()
     finally:
@@ -236,3 +253,34 @@ def test_the_s3_extra_resolves_and_gives_s3_urls(s3_venv: Venv, elsewhere: Path)
     )
     assert check.returncode == 0, check.stdout
     assert s3_venv.run("--version", cwd=elsewhere).returncode == 0
+
+
+def test_the_s3_extra_reads_a_real_s3_server_and_continues_from_its_checkpoints(
+    s3_venv: Venv, s3_server: S3Server, s3_bucket: str, tmp_path: Path, elsewhere: Path
+) -> None:
+    """The installed wheel with [s3] against SeaweedFS: credentials from the environment, the
+    endpoint from `endpointUrl`; a restart emits only what is new."""
+
+    def config(sink: Path) -> Path:
+        path = write_config(tmp_path, sink)
+        document = json.loads(path.read_text())
+        document["collectors"] = [
+            {
+                "kind": "objectstore",
+                "feed": "f1",
+                "url": f"s3://{s3_bucket}/feed",
+                "endpointUrl": s3_server.endpoint,
+                "pollSeconds": 0.2,
+            }
+        ]
+        path.write_text(json.dumps(document))
+        return path
+
+    first = [f"2026/12/obj-{index}.json" for index in range(3)]
+    s3_server.put_many(s3_bucket, [(f"feed/{name}", b'{"n": 1}\n') for name in first])
+    sink = tmp_path / "s3-first.jsonl"
+    log = run_until(s3_venv, config(sink), elsewhere, sink, first, env=s3_server.env())
+    assert '"msg":"flushed"' in log
+    s3_server.put(s3_bucket, "feed/2026/12/obj-3.json", b'{"n": 1}\n')
+    sink = tmp_path / "s3-second.jsonl"
+    run_until(s3_venv, config(sink), elsewhere, sink, ["2026/12/obj-3.json"], env=s3_server.env())

@@ -34,6 +34,9 @@ from checkpoint_testenv.node.observe import (
 from checkpoint_testenv.node.storage import host_claim
 
 POLL_SECONDS = 0.5
+FAILOVER_SLACK = 15.0
+"""Seconds over the documented failover bound for the API server round trips, the new pod's
+start and scheduling on a loaded 2-core node."""
 APP_UID = 10001
 BUCKET_MOUNT = "/data/bucket"
 
@@ -161,6 +164,7 @@ def test_failover_after_deleting_the_leader_pod(
     settings = release.rendered_config["leaderElection"]
     grace = _deployment(release)["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     documented = grace + settings["leaseDurationSeconds"] + settings["retryPeriodSeconds"]
+    bound = documented + FAILOVER_SLACK
     leader = holder_pod(lease_holder(release))
     wait_for(lambda: bool(logs.flow_numbers(leader)), 30, "the leader emitting")
 
@@ -168,12 +172,13 @@ def test_failover_after_deleting_the_leader_pod(
     with release.plane.admin_api() as api:
         client.CoreV1Api(api).delete_namespaced_pod(leader, release.namespace)
     # The other replica, or the ReplicaSet's replacement pod if it starts first, takes over.
-    wait_for(
-        lambda: holder_pod(lease_holder(release)) not in ("", leader), documented, "the takeover"
-    )
+    wait_for(lambda: holder_pod(lease_holder(release)) not in ("", leader), bound, "the takeover")
     failover = time.monotonic() - begun
     successor = holder_pod(lease_holder(release))
-    print(f"failover after deleting the leader pod: {failover:.1f} s (bound {documented} s)")
+    print(
+        f"failover after deleting the leader pod: {failover:.1f} s "
+        f"(documented {documented} s, asserted within {bound} s)"
+    )
 
     logs.refresh()
     logs.followers[leader].join(timeout=grace + 10)

@@ -36,7 +36,7 @@ from checkpoint_testenv.node.observe import (
 LEGACY = "old-checkpoints"
 CURSOR_KEY = "tn1/flowlogs/cursor"
 POLL_SECONDS = 0.5
-EXIT_FAILED = 1  # the runtime's exit code for a lifecycle that ended in a named error
+EXIT_FAILED = 2  # the runtime's exit code for a lifecycle that ended in a named error
 
 
 class Legacy:

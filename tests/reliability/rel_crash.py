@@ -42,6 +42,7 @@ from checkpoint_runtime.format.naming import label_selector
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.support.kubetarget import KubeTarget
+from checkpoint_testenv.support.polling import wait_settled
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 PERSIST_SHARDS = [f"tn/objectstore/feed-{index}" for index in range(3)]
@@ -49,8 +50,9 @@ PERSIST_SEEN = 500
 MIGRATE_FEEDS = 20
 MIGRATE_SEEN = 200
 LEGACY_NAME = "old-checkpoints"
-IN_FLIGHT_GRACE = 0.5
-"""Seconds for a write the killed process had already sent to land before the reopen."""
+IN_FLIGHT_QUIET, IN_FLIGHT_LIMIT = 0.5, 30.0
+"""A write the killed process had already sent may still land: before the reopen, the stored
+objects are read until two reads IN_FLIGHT_QUIET s apart agree (at most IN_FLIGHT_LIMIT s)."""
 
 
 class CrashViolation(AssertionError):
@@ -112,6 +114,11 @@ class Place:
     def check_raw(self) -> int:
         """Read every stored shard bypassing the store; return leftover temp files."""
         return 0
+
+    def settle(self) -> None:
+        """Wait until writes the killed worker had sent have landed (a file write is done when
+        the process dies: nothing to wait for)."""
+        return None
 
     def temp_files(self) -> int:
         return 0
@@ -199,6 +206,18 @@ class KubePlace(Place):
         self.target.stored(self.lease)  # decodes every shard with the codec
         return 0
 
+    def _versions(self) -> list[tuple[str, str]]:
+        """(name, resourceVersion) of this trial's shards and legacy object."""
+        items = self.target.admin.list_namespaced_config_map(self.target.namespace).items
+        return sorted(
+            (item.metadata.name, item.metadata.resource_version)
+            for item in items
+            if item.metadata.name.startswith(self.lease + "-")
+        )
+
+    def settle(self) -> None:
+        wait_settled(self._versions, IN_FLIGHT_QUIET, IN_FLIGHT_LIMIT, f"store {self.lease}")
+
 
 def _legacy_spec(place: Place) -> dict[str, Any]:
     spec = place.spec()
@@ -262,7 +281,7 @@ def persist_trial(place: Place, seed: int) -> CrashResult:
 
     lines = run_until(spec, kill_when)
     acked = max((int(line.split()[1]) for line in lines if line.startswith("ack")), default=0)
-    time.sleep(IN_FLIGHT_GRACE if place.kind == "kubernetes" else 0.0)
+    place.settle()
     temp_files = place.check_raw()
     store = Store.open(worker_backend(spec), writer="parent", epoch=2)
     landed = False
@@ -303,7 +322,7 @@ def migrate_trial(place: Place, seed: int) -> CrashResult:
 
     lines = run_until(spec, kill_when)
     written = sum(line.startswith("wrote") for line in lines)
-    time.sleep(IN_FLIGHT_GRACE if place.kind == "kubernetes" else 0.0)
+    place.settle()
     completed = "migrated" in lines
     stored_value, annotations = place.legacy()
     if stored_value != value:

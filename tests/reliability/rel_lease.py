@@ -6,7 +6,8 @@ chart's ServiceAccount, the Lease written with admin credentials (see KubeTarget
 1. Leader A is elected, opens the store, takes ownership and writes continuously (a batch every
    `interval` seconds, only while it leads).
 2. The Lease is deleted while A runs. A's next renewal finds it gone and creates it again (as
-   client-go does): writing goes on; the largest gap between acknowledged writes is measured.
+   client-go does): writing goes on (the trial waits for the recreated Lease and three writes
+   after it); the largest gap between acknowledged writes is measured.
 3. A is paused (its election and writing stop, nothing is released, as SIGSTOP would) and the
    Lease is deleted again. Candidate B starts: it creates a new Lease object (transitions 0, an
    epoch below every stamp), opens the store and takes ownership, which renews the Lease with an
@@ -23,6 +24,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rel_support import leaf_errors
@@ -33,9 +35,12 @@ from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import CheckpointError, ConflictError
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.support.kubetarget import KubeTarget
+from checkpoint_testenv.support.polling import wait_for
 
 SHARDS = ("tn/objectstore/feed-a", "tn/objectstore/feed-b", "tn/flowlogs")
 TIMINGS = ElectionTimings(lease_duration=3, renew_deadline=2, retry_period=0.5)
+"""The soak's timings (docs/reliability.md); CI passes steadier ones (test_rel_lease.py)."""
+WRITES_AFTER_RECREATION = 3
 
 
 class LeaseViolation(AssertionError):
@@ -48,6 +53,8 @@ class LeaseTrialResult:
     live_gap_seconds: float
     """Largest gap between A's acknowledged writes around the live deletion."""
     live_writes: int
+    writes_after_recreation: int
+    """A's writes acknowledged after it recreated the deleted Lease."""
     recovery_seconds: float
     """From the second deletion to the first write B had acknowledged."""
     epochs: tuple[int, int, int]
@@ -98,9 +105,11 @@ class Leader:
         self.thread.stop()
 
 
-def elect(target: KubeTarget, lease: str, name: str, timeout: float) -> ElectionThread:
+def elect(
+    target: KubeTarget, lease: str, name: str, timeout: float, timings: ElectionTimings
+) -> ElectionThread:
     lock = KubernetesLeaseLock(target.lease_client(), target.namespace, lease, name)
-    thread = ElectionThread(LeaderElector(lock, TIMINGS))
+    thread = ElectionThread(LeaderElector(lock, timings))
     thread.start()
     if not thread.elected.wait(timeout):
         thread.stop()
@@ -108,8 +117,15 @@ def elect(target: KubeTarget, lease: str, name: str, timeout: float) -> Election
     return thread
 
 
-def lead(target: KubeTarget, lease: str, name: str, interval: float, timeout: float) -> Leader:
-    thread = elect(target, lease, name, timeout)
+def lead(
+    target: KubeTarget,
+    lease: str,
+    name: str,
+    interval: float,
+    timeout: float,
+    timings: ElectionTimings,
+) -> Leader:
+    thread = elect(target, lease, name, timeout, timings)
     elector = thread.elector
     epoch = elector.epoch
     if epoch is None:
@@ -124,8 +140,9 @@ def lease_recreation_trial(
     seed: int,
     *,
     interval: float = 0.1,
-    live_seconds: float = 3.0,
+    live_limit: float = 30.0,
     recovery_limit: float = 30.0,
+    timings: ElectionTimings = TIMINGS,
 ) -> LeaseTrialResult:
     lease = target.fresh_lease(f"lease{seed}")
     counter = [0]
@@ -133,19 +150,31 @@ def lease_recreation_trial(
     def fail(message: str) -> LeaseViolation:
         return LeaseViolation(f"seed {seed}, lease {lease}: {message}")
 
+    def until(condition: Callable[[], bool], what: str) -> None:
+        """Poll `condition` (or A failing) for at most `live_limit` seconds."""
+        try:
+            wait_for(lambda: condition() or bool(a.errors), live_limit, what, interval=0.02)
+        except AssertionError:
+            raise fail(f"{what}: not within {live_limit} s") from None
+
     # 1. A Lease with a history: A's epoch is above what a recreated Lease starts from.
     target.released_lease(lease, transitions=4 + seed % 5)
-    a = lead(target, lease, "a", interval, timeout=10)
+    a = lead(target, lease, "a", interval, timeout=10, timings=timings)
     a_epoch = a.store.stamp.epoch
     a.start_writing(counter)
     try:
         # 2. Deleted while A runs: A recreates it at its next renewal and keeps writing.
-        time.sleep(1.0)
-        before_delete = len(a.acks)
+        until(lambda: len(a.acks) >= WRITES_AFTER_RECREATION, "A writing")
         target.delete_lease(lease)
-        time.sleep(live_seconds)
-        if a.errors or not a.elector.is_leader() or len(a.acks) <= before_delete:
+        until(lambda: target.lease_holder(lease) == "a", "A recreating the deleted Lease")
+        recreated = len(a.acks)
+        until(
+            lambda: len(a.acks) >= recreated + WRITES_AFTER_RECREATION,
+            "A writing after recreating the Lease",
+        )
+        if a.errors or not a.elector.is_leader():
             raise fail(f"A stopped after a live deletion: errors {a.errors}")
+        after_recreation = len(a.acks) - recreated
         times = [at for at, _ in a.acks]
         gap = max(later - earlier for earlier, later in itertools.pairwise(times))
         live_writes = len(a.acks)
@@ -155,7 +184,7 @@ def lease_recreation_trial(
         a_last = a.acks[-1][1]
         deleted_at = time.monotonic()
         target.delete_lease(lease)
-        b = lead(target, lease, "b", interval, timeout=recovery_limit)
+        b = lead(target, lease, "b", interval, timeout=recovery_limit, timings=timings)
     except BaseException:
         a.pause()
         raise
@@ -212,6 +241,7 @@ def lease_recreation_trial(
         seed,
         live_gap_seconds=gap,
         live_writes=live_writes,
+        writes_after_recreation=after_recreation,
         recovery_seconds=recovery,
         epochs=(a_epoch, b.elected_epoch, b_epoch),
         stale_refused=refused,

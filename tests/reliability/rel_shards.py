@@ -24,8 +24,8 @@ from checkpoint_runtime.constants import (
     ANNOTATION_SHARD_KEY,
     MAX_DECODED_ENVELOPE,
     SHARD_DATA_KEY,
-    SHARD_FORMAT,
     SHARD_FORMAT_V1,
+    SHARD_FORMAT_V2,
 )
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError
 from checkpoint_runtime.format import codec, codec_v1
@@ -103,7 +103,7 @@ def _with_delta(**fields: object) -> bytes:
     """The valid v2 base followed by a delta member with `fields` changed."""
     base = codec.encode_shard(FEED, ROWS).base
     delta = {
-        "format": SHARD_FORMAT,
+        "format": SHARD_FORMAT_V2,
         "member": "delta",
         "shard": FEED,
         "base": base.crc,

@@ -21,7 +21,13 @@ from checkpoint_gate.paths import CHART_DIR
 from checkpoint_gate.render import SdkRenderer
 from checkpoint_gate.validate import ValuesSchema
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
-from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, LEGACY_DATA_KEY, SHARD_DATA_KEY
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.constants import (
+    CONFIGMAP_VALUE_LIMIT,
+    LABEL_COMPONENT,
+    LEGACY_DATA_KEY,
+    SHARD_DATA_KEY,
+)
 from checkpoint_runtime.errors import (
     ConfigError,
     CorruptShardError,
@@ -32,6 +38,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.ops import setaside
 from checkpoint_runtime.runtime import projection, settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
@@ -275,7 +282,9 @@ def test_oversize_shard_is_refused_naming_shard_size_limit_and_rows(
     store.batch(ROWS)
     before = target.stored(lease)
     proxy = fault_proxy()
-    store = Store.open(target.backend(lease, host=proxy.host), writer="w", epoch=1)
+    # one chunk slot (maxChunks 1): the state must fit one object, as before chunking
+    backend = target.backend(lease, host=proxy.host)
+    store = Store.open(backend, writer="w", epoch=1, max_chunks=1)
     big = incompressible_rows(2 * CONFIGMAP_VALUE_LIMIT + 200_000)
     with pytest.raises(ExceptionGroup) as raised:
         store.batch(big)
@@ -298,3 +307,36 @@ def test_key_that_fits_no_grammar_is_refused_before_anything_changes(tmp_path: P
     with pytest.raises(KeyGrammarError):
         store.batch({f"{FEED}/cursor": "x", "objectstore/flowlogs/cursor": "ambiguous"})
     assert store.items() == []
+
+
+def test_set_aside_keeps_a_corrupt_shard_configmap_and_frees_its_name(
+    target: KubeTarget,
+) -> None:
+    """The repair the refusal names: the ConfigMap is copied without the store's labels (its
+    bytes kept) and deleted under its resourceVersion; the store then opens without it."""
+    lease = target.fresh_lease("aside")
+    bad = next(b for b in bad_shards() if b.name == "not-gzip")
+    plant_in_namespace(
+        target.admin,
+        target.namespace,
+        lease,
+        bad,
+        lambda: Store.open(target.backend(lease), writer="w", epoch=1).batch(ROWS),
+    )
+    with pytest.raises(CorruptShardError):
+        Store.open(target.backend(lease), writer="w", epoch=2)
+    name = shard_name(lease, FEED)
+    before = target.admin.read_namespaced_config_map(name, target.namespace)
+    operator = KubernetesBackend(target.admin.api_client.configuration, target.namespace, lease)
+    try:
+        kept = setaside.set_aside(operator, name)
+    finally:
+        operator.close()
+    copy_name = kept.rpartition("/")[2]
+    copy = target.admin.read_namespaced_config_map(copy_name, target.namespace)
+    assert copy.binary_data == before.binary_data
+    assert copy.metadata.labels[LABEL_COMPONENT] == setaside.SET_ASIDE_COMPONENT
+    with pytest.raises(client.ApiException) as gone:
+        target.admin.read_namespaced_config_map(name, target.namespace)
+    assert gone.value.status == 404
+    assert Store.open(target.backend(lease), writer="w", epoch=2).shard_states() == {}

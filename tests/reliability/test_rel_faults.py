@@ -8,6 +8,7 @@ The soak (scripts/soak.py) runs every case repeatedly and writes the table of ou
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from rel_faults import CASES, FaultCase, FaultRunner
@@ -16,10 +17,16 @@ from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget
 
-CI_CASES = [case for case in CASES if case.ci]
+CI_CASES = [case for case in CASES if not case.soak_only]
 
 
-@pytest.mark.parametrize("case", CI_CASES, ids=[case.name for case in CI_CASES])
+def param(case: FaultCase) -> Any:
+    """A case as a test parameter: a soak-only case is reported as skipped, with its reason."""
+    marks = [pytest.mark.skip(reason=case.soak_only)] if case.soak_only else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
+@pytest.mark.parametrize("case", [param(case) for case in CASES])
 def test_fault_case_ends_in_the_expected_outcome(
     control_plane: ControlPlane,
     target: KubeTarget,

@@ -20,6 +20,7 @@ from rel_support import CountingBackend, leaf_errors
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.errors import (
     CheckpointError,
+    ChunksExceededError,
     ConfigError,
     CorruptShardError,
     LegacyFormatError,
@@ -48,6 +49,12 @@ def fixed(bug: str) -> Callable[[T], T]:
         return test
 
     return record
+
+
+def test_an_open_bug_marked_xfail_is_strict(pytestconfig: pytest.Config) -> None:
+    """An xfail that starts passing fails the run (pyproject: xfail_strict), so a fixed bug
+    cannot stay marked as open."""
+    assert pytestconfig.getini("xfail_strict") is True
 
 
 @fixed("codec.decode_envelope: deeply nested JSON raises RecursionError, not CorruptShardError")
@@ -155,9 +162,10 @@ def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_without_writing(
     rows["tn/flowlogs/cursor"] = "2026-03-01T00:00:00.000000001Z"
     write_legacy_file(tmp_path, "old", encode_legacy(rows))
     backend = CountingBackend(FileBackend(tmp_path, "cr", "old"))
-    with pytest.raises(ExceptionGroup) as raised:
-        Store.open(backend, writer="w", epoch=1)
-    assert [type(e) for e in leaf_errors(raised.value)] == [OversizeError]
+    with pytest.raises(ExceptionGroup) as raised:  # ~1.3 MB compressed: more than one chunk
+        Store.open(backend, writer="w", epoch=1, max_chunks=1)
+    assert [type(e) for e in leaf_errors(raised.value)] == [ChunksExceededError]
+    assert isinstance(leaf_errors(raised.value)[0], OversizeError)
     assert backend.writes == []
 
 

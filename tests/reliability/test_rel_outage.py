@@ -8,8 +8,12 @@ from collections.abc import Callable
 import pytest
 from rel_outage import outage_trial
 
+from checkpoint_runtime.backends import retry
 from checkpoint_testenv.faultproxy import FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget
+
+RECOVERY_SLACK = 5.0
+"""Seconds over one pause for the read-back and the write on a loaded 2-core machine."""
 
 
 @pytest.mark.parametrize(
@@ -26,6 +30,13 @@ def test_an_outage_is_retried_within_the_bound_and_commits_after_it(
     result = outage_trial(
         target, fault_proxy, status=status, reason=reason, retry_after=retry_after, seconds=3
     )
-    print(result, f"{result.per_shard_per_second:.2f} requests per shard per outage-second")
+    # Once the server answers again, the store's next attempt comes after at most one pause
+    # (the backoff cap, or the server's Retry-After if longer), then a read-back and the write.
+    documented = max(retry.BACKOFF_MAX, retry_after or 0)
+    print(
+        result,
+        f"{result.per_shard_per_second:.2f} requests per shard per outage-second, "
+        f"recovery {result.recovery_seconds:.2f} s (one pause: {documented:g} s)",
+    )
     assert 2 * result.shards <= result.answered <= result.bound_per_shard * result.shards
-    assert result.recovery_seconds < 5
+    assert result.recovery_seconds < documented + RECOVERY_SLACK

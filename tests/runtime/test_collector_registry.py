@@ -19,10 +19,10 @@ from checkpoint_runtime.collectors import CheckpointMap, Collector, registry
 from checkpoint_runtime.collectors.kind import CollectorKindSpec, CollectorSettings, ShardEstimate
 from checkpoint_runtime.collectors.sink import Sink
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.errors import ConfigError, KeyGrammarError
+from checkpoint_runtime.errors import ConfigError, ExitCode, KeyGrammarError
 from checkpoint_runtime.format import keys
 from checkpoint_runtime.runtime import projection, settings
-from checkpoint_runtime.runtime.lifecycle import EXIT_OK, Runtime
+from checkpoint_runtime.runtime.lifecycle import Runtime
 from checkpoint_runtime.store.core import Store
 
 TOY_BYTES_PER_TICK = 1000
@@ -172,7 +172,7 @@ def test_the_runtime_runs_the_kind_and_the_store_keeps_its_rows(
     finally:
         runtime.request_shutdown()
         thread.join(30)
-    assert codes == [EXIT_OK]
+    assert codes == [ExitCode.OK]
     store = runtime.settings.store
     reopened = Store.open(FileBackend(str(folder), store.lease_name, None), writer="reader")
     assert dict(reopened.items("corp/toy/alpha/")) == {

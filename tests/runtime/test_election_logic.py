@@ -356,10 +356,51 @@ def test_renew_above_by_a_deposed_leader_fails_and_raises_nothing() -> None:
     assert not b.try_acquire_or_renew()
     clock.now += 15.1
     assert b.try_acquire_or_renew()  # a is deposed; by a's clock alone it could still lead
-    a._renewed_at = clock.now  # as a paused leader whose clock did not move would believe
+    assert a._term is not None
+    a._term = replace(a._term, renewed_at=clock.now)  # as a paused leader whose clock stood still
     assert a.is_leader()
     with pytest.raises(LeadershipLostError):
         a.renew_above(100)
     assert server.record is not None
     assert (server.record.holder_identity, server.record.epoch_base) == ("b", 0)
     assert b.epoch == 1
+
+
+@dataclass
+class SlowUidLock(FakeLock):
+    """A lock whose uid read parks the acquiring thread until the test has looked."""
+
+    reading_uid: threading.Event = field(default_factory=threading.Event)
+    release_uid: threading.Event = field(default_factory=threading.Event)
+
+    @property  # type: ignore[override]
+    def uid(self) -> str:
+        if self.server.record is not None:
+            self.reading_uid.set()
+            self.release_uid.wait(5)
+        return "lease-uid-1"
+
+    @uid.setter
+    def uid(self, value: str) -> None:
+        pass
+
+
+def test_a_term_is_never_seen_half_written() -> None:
+    """While the acquiring thread is between learning its epoch and its Lease uid, a reader sees
+    the old term whole (not leading) or the new term whole, never the new epoch with the old uid."""
+    clock = FakeClock()
+    lock = SlowUidLock(FakeLeaseServer(), "a")
+    candidate = LeaderElector(lock, TIMINGS, clock=clock, wall_clock=clock.wall)
+    acquiring = threading.Thread(target=candidate.try_acquire_or_renew)
+    acquiring.start()
+    try:
+        assert lock.reading_uid.wait(5), "the acquisition never reached its uid read"
+        seen = (candidate.epoch, candidate.lease_uid)
+        assert seen == (None, ""), "a reader saw the new term's epoch beside the old Lease uid"
+        assert candidate.term() is None
+    finally:
+        lock.release_uid.set()
+        acquiring.join(5)
+    term = candidate.term()
+    assert term is not None
+    assert (candidate.epoch, candidate.lease_uid) == (term.epoch, "lease-uid-1")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import time
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,14 +19,9 @@ from checkpoint_runtime.runtime.guards import LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
-
-
-def fetch(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+from checkpoint_testenv.support.clocks import FrozenClock
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import http_get
 
 
 def test_health_server_routes() -> None:
@@ -42,15 +37,15 @@ def test_health_server_routes() -> None:
     )
     server.start()
     try:
-        assert fetch(server.port, "/healthz")[0] == 200
-        assert fetch(server.port, "/readyz")[0] == 503
+        assert http_get(server.port, "/healthz")[0] == 200
+        assert http_get(server.port, "/readyz")[0] == 503
         state["ready"], state["healthy"] = True, False
-        assert fetch(server.port, "/readyz")[0] == 200
-        assert fetch(server.port, "/healthz")[0] == 503
-        status, body = fetch(server.port, "/metrics")
+        assert http_get(server.port, "/readyz")[0] == 200
+        assert http_get(server.port, "/healthz")[0] == 503
+        status, body = http_get(server.port, "/metrics")
         assert status == 200
         assert "demo_value 7.0" in body
-        assert fetch(server.port, "/nope")[0] == 404
+        assert http_get(server.port, "/nope")[0] == 404
         for path in ("/healthz", "/readyz", "/metrics"):  # only GET reads a probe or the series
             post = urllib.request.Request(
                 f"http://127.0.0.1:{server.port}{path}", data=b"", method="POST"
@@ -80,7 +75,7 @@ def test_metrics_is_prometheus_clients_own_app() -> None:
         with urllib.request.urlopen(ask, timeout=5) as answer:
             assert answer.headers["Content-Encoding"] == "gzip"
             assert b"demo_value 7.0" in gzip.decompress(answer.read())
-        status, body = fetch(server.port, "/metrics?name[]=other_value")
+        status, body = http_get(server.port, "/metrics?name[]=other_value")
         assert status == 200
         assert "other_value 1.0" in body
         assert "demo_value" not in body
@@ -145,23 +140,53 @@ def test_writes_through_the_guard_need_leadership(tmp_path: Path) -> None:
     assert store.get("flowlogs/cursor") == "a"
 
 
+class GatedLeadership:
+    """The Debouncer's `leading()`: True until `lose()`; then the next call blocks until
+    `answer()`, so the test knows the loop reached its decision and what it decided on."""
+
+    def __init__(self) -> None:
+        self.lost = False
+        self.asked = threading.Event()
+        self.answered = threading.Event()
+        self._go = threading.Event()
+
+    def lose(self) -> None:
+        self.lost = True
+
+    def __call__(self) -> bool:
+        if not self.lost:
+            return True
+        self.asked.set()
+        self._go.wait(30)
+        self.answered.set()
+        return False
+
+    def answer(self) -> None:
+        self._go.set()
+
+
 def test_the_debounced_persist_stops_when_leadership_ends(tmp_path: Path) -> None:
-    store = Store.open(FileBackend(tmp_path, "cr"), writer="w", debounce_seconds=0.05)
-    leading = [True]
+    """No bare sleep decides this: the store's clock is the test's, and the loop's decision
+    point is held until a change is due, so a loop that persisted without leadership would
+    have written it before stop() returns."""
+    clock = FrozenClock()
+    store = Store.open(FileBackend(tmp_path, "cr"), writer="w", debounce_seconds=0.05, clock=clock)
+    leading = GatedLeadership()
     errors: list[BaseException] = []
-    persister = Debouncer(store, errors.append, leading=lambda: leading[0])
+    persister = Debouncer(store, errors.append, interval=0.01, leading=leading)
     persister.start()
     try:
         store.set("flowlogs/cursor", "a")
-        deadline = time.monotonic() + 5
-        while store.dirty_shards() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert store.dirty_shards() == []
-        leading[0] = False
-        time.sleep(0.2)
+        clock.now += 1  # due
+        wait_for(lambda: store.dirty_shards() == [], 10, "the change persisted while leading")
+        leading.lose()
+        assert leading.asked.wait(10), "the loop never asked whether it leads"
         store.set("flowlogs/cursor", "b")
-        time.sleep(0.3)
-        assert store.dirty_shards() == ["flowlogs"]  # nothing written without leadership
-        assert errors == []
+        clock.now += 1  # due: a loop that went on would persist it at once
+        leading.answer()
+        assert leading.answered.wait(10)
     finally:
-        persister.stop()
+        persister.stop()  # joins the loop: nothing can be written after this
+    assert store.dirty_shards() == ["flowlogs"]  # nothing written without leadership
+    assert store.get("flowlogs/cursor") == "b"
+    assert errors == []

@@ -219,7 +219,7 @@ def test_write_uncertain_ends_the_process_and_the_restart_continues_from_api_sta
     proxy.set_mode(Action.DROP_RESPONSE_AFTER_FORWARD, 1, "PUT", path_contains=configmaps)
     proxy.set_mode(Action.RESET_BEFORE_FORWARD, None, path_contains=configmaps)
     write_objects(bucket, ["u-3.json"])
-    assert a.wait_exit(30) == 1
+    assert a.wait_exit(30) == 2
     fatal = [e for e in a.logs() if e.get("msg", "").startswith("lifecycle ended")]
     assert fatal
     assert fatal[0]["write_uncertain"] is True
@@ -268,7 +268,7 @@ def test_a_paused_leader_resumes_deposed_and_neither_emits_nor_writes(
         wait_for(lambda: len(seen_ids(stored_rows(release), SHARD)) == 10, 20, "b stored more")
     finally:
         a.process.send_signal(signal.SIGCONT)
-    assert a.wait_exit(20) == 1
+    assert a.wait_exit(20) == 2
     assert sorted(a.objects()) == first  # nothing emitted after it resumed
     assert sorted(b.objects()) == later
     stamps = shard_config_maps(release)[0].metadata.annotations  # type: ignore[union-attr]
@@ -347,7 +347,7 @@ def fatal_log(proc: RuntimeProcess) -> dict[str, Any]:
 def failed_start(
     release: Release, bucket: Path, tmp_path: Path, name: str, procs: list[RuntimeProcess]
 ) -> dict[str, Any]:
-    """Run a runtime of `release` that must exit 1 while starting; its one fatal log entry."""
+    """Run a runtime of `release` that must exit 2 while starting; its one fatal log entry."""
     proc = RuntimeProcess(
         tmp_path,
         name,
@@ -355,7 +355,7 @@ def failed_start(
         release.write_kubeconfig(tmp_path / f"{name}.kubeconfig"),
     )
     procs.append(proc.start())
-    assert proc.wait_exit(30) == 1
+    assert proc.wait_exit(30) == 2
     return fatal_log(proc)
 
 

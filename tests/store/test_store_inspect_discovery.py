@@ -38,7 +38,7 @@ def test_inspect_without_a_lease_name_finds_the_store_or_says_there_is_none(
         harness.folder.mkdir(parents=True, exist_ok=True)  # type: ignore[attr-defined]
 
     code, out, err = inspect(capsys, *where)
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")  # NoStoreError: a named error
     assert err.startswith("error: NoStoreError: no checkpoint store at ")
     assert err.rstrip().endswith("no store has checkpoint shards there")
     assert harness.object_names() == []  # nothing created
@@ -64,13 +64,13 @@ def test_inspect_lists_the_stores_it_finds(
     arguments = store_arguments(harness, tmp_path)
 
     code, out, err = inspect(capsys, *without_lease_name(arguments))
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")  # NoStoreError: a named error
     assert err.rstrip().endswith(f"it holds 2 stores ({found}): choose one with --lease-name")
 
     lease_at = arguments.index("--lease-name") + 1
     wrong = [*arguments[:lease_at], "no-such-store", *arguments[lease_at + 1 :]]
     code, out, err = inspect(capsys, *wrong)
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")  # NoStoreError: a named error
     expected = f"store 'no-such-store' has no shards (stores found there: {found})"
     assert err.rstrip().endswith(expected)
 

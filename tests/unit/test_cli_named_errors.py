@@ -137,7 +137,7 @@ def test_run_with_an_unusable_kubeconfig_is_a_config_error(tmp_path: Path) -> No
 
 def test_inspect_of_a_file_says_there_is_no_store(tmp_path: Path) -> None:
     code, stdout, stderr = run_cli("inspect", "--path", "/etc/passwd", cwd=tmp_path)
-    assert code == 1
+    assert code == 2  # a named error
     assert stdout == ""
     line = assert_one_clean_line(stderr)
     assert line == "error: NoStoreError: no checkpoint store at /etc/passwd: it is not a folder"
@@ -146,7 +146,7 @@ def test_inspect_of_a_file_says_there_is_no_store(tmp_path: Path) -> None:
 def test_inspect_of_a_missing_folder_creates_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "does" / "not" / "exist"
     code, stdout, stderr = run_cli("inspect", "--path", str(missing), cwd=tmp_path)
-    assert code == 1
+    assert code == 2  # a named error
     assert stdout == ""
     assert assert_one_clean_line(stderr) == (
         f"error: NoStoreError: no checkpoint store at {missing}: the folder does not exist"
@@ -156,7 +156,7 @@ def test_inspect_of_a_missing_folder_creates_nothing(tmp_path: Path) -> None:
 
 def test_inspect_of_an_empty_folder_creates_no_lock_file_and_says_so(tmp_path: Path) -> None:
     code, _, stderr = run_cli("inspect", "--path", str(tmp_path), "--json", cwd=tmp_path)
-    assert code == 1
+    assert code == 2  # a named error
     assert "no store has checkpoint shards there" in assert_one_clean_line(stderr)
     assert list(tmp_path.iterdir()) == []  # not even .lock
 
@@ -182,7 +182,7 @@ def test_inspect_lists_the_stores_it_finds_instead_of_showing_zero_shards(tmp_pa
     _file_store(tmp_path, "alpha", {"tn/flowlogs/cursor": "c"})
     _file_store(tmp_path, "beta", {"tn/flowlogs/cursor": "c"})
     code, _, stderr = run_cli("inspect", "--path", str(tmp_path), cwd=tmp_path)
-    assert code == 1
+    assert code == 2  # a named error
     assert assert_one_clean_line(stderr) == (
         f"error: NoStoreError: no checkpoint store at {tmp_path}: it holds 2 stores "
         "(alpha, beta): choose one with --lease-name"
@@ -190,7 +190,7 @@ def test_inspect_lists_the_stores_it_finds_instead_of_showing_zero_shards(tmp_pa
     code, _, stderr = run_cli(
         "inspect", "--path", str(tmp_path), "--lease-name", "gamma", cwd=tmp_path
     )
-    assert code == 1
+    assert code == 2  # a named error
     assert assert_one_clean_line(stderr).endswith(
         "store 'gamma' has no shards (stores found there: alpha, beta)"
     )

@@ -190,11 +190,12 @@ def test_the_exit_code_of_the_command_is_returned(monkeypatch: pytest.MonkeyPatc
     assert cli.main(["boom"]) == 1
 
 
-def test_usage_errors_stay_argparse_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["no-such-command"])
-    assert exit_info.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+def test_usage_errors_are_named_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["no-such-command"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: UsageError: checkpoint-runtime: argument COMMAND: ")
+    assert "invalid choice" in err
+    assert "usage:" not in err
 
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))

@@ -128,12 +128,12 @@ def test_project_command_prints_a_table_and_exits_non_zero_on_misfit(
 
 
 def test_a_vanishing_poll_interval_is_refused_not_overflowed() -> None:
-    """replayWindowSeconds / pollSeconds overflows to infinity for a denormal pollSeconds (the
-    schema only says > 0); the projection caps it and refuses, naming the knob."""
+    """A denormal pollSeconds (which overflowed replayWindowSeconds / pollSeconds and would
+    busy-poll the source) is below the schema's floor of 0.1 s: refused, naming the key."""
     document = {"collectors": [{"kind": "flowlogs", "url": "http://x/", "pollSeconds": 1e-323}]}
     with pytest.raises(ConfigError) as raised:
         projection.check(parse(document))
-    assert raised.value.path == "collectors[0].replayWindowSeconds"
+    assert raised.value.path == "collectors[0].pollSeconds"
 
 
 def test_flowlogs_beyond_the_encoded_sample_are_extrapolated_conservatively() -> None:

@@ -32,12 +32,12 @@ from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConflictError,
-    CorruptShardError,
     NoStoreError,
     StorePathError,
+    UnreadableShardError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import chunk_labels, shard_labels
+from checkpoint_runtime.format.naming import chunk_labels, shard_labels, shard_name
 
 from .base import (
     ShardWrite,
@@ -52,6 +52,8 @@ from .base import (
 SHARD_SUFFIX = ".shard"
 LEGACY_SUFFIX = ".legacy.json"
 LOCK_NAME = ".lock"
+SET_ASIDE_SUFFIX = ".set-aside"
+MAX_HEADER_BYTES = 65_536
 
 
 class FileBackend:
@@ -118,6 +120,17 @@ class FileBackend:
     def _path(self, shard: str, slot: str | None = None) -> Path:
         return self.folder / (object_name(self.lease_name, shard, slot) + SHARD_SUFFIX)
 
+    def set_aside_hint(self, name: str) -> str:
+        """The command that moves an unreadable shard object out of the store's way."""
+        return (
+            f"Set it aside (it is kept, renamed) with `checkpoint-runtime set-aside --path "
+            f"{self.folder} --object {name}`, then restart"
+        )
+
+    def _unreadable(self, path: Path, reason: str) -> UnreadableShardError:
+        name = path.name[: -len(SHARD_SUFFIX)]
+        return UnreadableShardError(f"{self.folder}/{path.name}", reason, self.set_aside_hint(name))
+
     def _read_file(
         self, path: Path, expected_shard: str | None = None, slot: str | None = None
     ) -> StoredShard:
@@ -132,9 +145,9 @@ class FileBackend:
                 header["version"],
             )
         except (ValueError, KeyError, TypeError) as error:
-            raise CorruptShardError(name, f"bad shard file header: {error}") from None
+            raise self._unreadable(path, f"bad shard file header: {error}") from None
         if not sep:
-            raise CorruptShardError(name, "shard file has no blob")
+            raise self._unreadable(path, "shard file has no blob (truncated)")
         if slot is None:
             shard = check_owned(self.lease_name, name, labels, annotations, expected_shard)
         else:
@@ -151,12 +164,33 @@ class FileBackend:
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
             shards = []
+            ours = shard_name(self.lease_name, "x").rsplit("-", 2)[0] + "-"
             for path in sorted(self.folder.glob("*" + SHARD_SUFFIX)):
                 header = _peek_header(path)
+                if not header and path.name.startswith(ours):
+                    # Named like this store's shards, but no header to tell: never skip it (a
+                    # later create would collide with it on every restart).
+                    raise self._unreadable(path, "the file is empty or has no readable header")
+                annotations = header.get("annotations")
+                lease = annotations.get(ANNOTATION_LEASE) if isinstance(annotations, dict) else None
+                ours_labels = (shard_labels(self.lease_name), chunk_labels(self.lease_name))
+                if lease == self.lease_name and header.get("labels") not in ours_labels:
+                    raise self._unreadable(path, "annotated as this store's, labeled as another's")
                 if header.get("labels") != shard_labels(self.lease_name):
                     continue  # another store's shard in a shared folder: the selector skips it
                 shards.append(self._read_file(path))
             return shards
+
+    def set_aside(self, name: str, stamp: str) -> Path:
+        """Rename the shard object `name` (a file name without `.shard`) out of the store's
+        way, keeping its bytes: `<name>.shard.set-aside-<stamp>`."""
+        path = self.folder / (name + SHARD_SUFFIX)
+        if "/" in name or not path.is_file():
+            raise CheckpointError(f"no shard object {name!r} in {self.folder}")
+        with self._locked(Deadline(30)):
+            target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}-{stamp}")
+            os.replace(path, target)
+        return target
 
     def read_shard(self, shard: str, deadline: Deadline) -> StoredShard | None:
         deadline.check(f"reading shard {shard!r}")
@@ -192,6 +226,8 @@ class FileBackend:
         names = set()
         for path in self.folder.glob("*" + SHARD_SUFFIX):
             header = _peek_header(path)
+            if not header:  # whose it is cannot be told: name it rather than miss a store
+                raise self._unreadable(path, "the file is empty or has no readable header")
             labels, annotations = header.get("labels"), header.get("annotations")
             if isinstance(labels, dict) and labels.get(LABEL_COMPONENT) == COMPONENT_SHARD:
                 names.add(str((annotations or {}).get(ANNOTATION_LEASE, "?")))
@@ -291,10 +327,10 @@ def write_legacy_file(
 
 def _peek_header(path: Path) -> dict[str, Any]:
     with open(path, "rb") as handle:
-        line = handle.readline()
+        line = handle.readline(MAX_HEADER_BYTES)
     try:
         header = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return header if isinstance(header, dict) else {}
 

@@ -8,6 +8,13 @@ retried first on every poll; replay windows older than `replayWindowSeconds` are
 logged), which bounds the shard. Emitted records are flushed to the sink before the rows that
 say so are persisted synchronously; a window that emitted nothing only moves the cursor through
 the debounced persist.
+
+A `cursor` that is not an RFC 3339 time (the legacy format admits any string, e.g. an epoch
+"1772323800") is quarantined, not guessed and not fatal: it is moved, synchronously, to
+`quarantine/cursor` with its original value (shown by `inspect`, counted by the
+checkpoint_quarantined_rows gauge, logged as a warning), and the collector starts as without a
+cursor. Failing instead would end every lifecycle on the same row, a restart loop no command
+could repair; reading it as an epoch would be a guess.
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ from checkpoint_runtime.constants import (
     DEFAULT_REPLAY_WINDOW_SECONDS,
     FLOWLOGS_REQUEST_TIMEOUT_SECONDS,
 )
-from checkpoint_runtime.format.keys import CURSOR, FLOWLOGS, REPLAY, collector_namespace
+from checkpoint_runtime.errors import quote
+from checkpoint_runtime.format.keys import (
+    CURSOR,
+    FLOWLOGS,
+    QUARANTINE,
+    REPLAY,
+    collector_namespace,
+)
 from checkpoint_runtime.format.values import rfc3339_ns
 
 log = logging.getLogger(__name__)
@@ -92,7 +106,25 @@ class FlowLogsCollector:
 
     def cursor(self) -> datetime | None:
         raw = self.store.get(self._key(CURSOR))
-        return parse_rfc3339(raw) if raw else None
+        if not raw:
+            return None
+        try:
+            return parse_rfc3339(raw)
+        except ValueError:
+            self._quarantine(CURSOR, raw)
+            return None
+
+    def _quarantine(self, row: str, raw: str) -> None:
+        """Move an unparsable row aside with its value, persisted before anything is emitted."""
+        log.warning(
+            "flowlogs %s: quarantined row %s: %s is not an RFC 3339 time; kept as %s, the "
+            "collector starts without it",
+            self.namespace,
+            row,
+            quote(raw),
+            self._key(f"{QUARANTINE}/{row}"),
+        )
+        self.store.batch({self._key(row): None, self._key(f"{QUARANTINE}/{row}"): raw})
 
     def replay_windows(self) -> list[tuple[str, datetime, datetime]]:
         prefix = self._key(REPLAY) + "/"

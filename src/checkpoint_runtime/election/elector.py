@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from checkpoint_runtime.constants import (
@@ -56,6 +56,15 @@ def default_identity(pod_name: str | None) -> str:
     return f"{pod_name or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+@dataclass(frozen=True)
+class Term:
+    """One term of ours: when we last renewed (monotonic seconds), its epoch and Lease uid."""
+
+    renewed_at: float
+    epoch: int
+    lease_uid: str
+
+
 class LeaderElector:
     """client-go's LeaderElector as a state machine driven by `try_acquire_or_renew`.
 
@@ -81,9 +90,8 @@ class LeaderElector:
         self._mutex = threading.Lock()
         self._observed: LeaseRecord | None = None
         self._observed_time = 0.0
-        self._renewed_at: float | None = None
-        self._epoch: int | None = None
-        self._lease_uid = ""
+        self._term: Term | None = None
+        """Our current term, replaced whole under `_mutex` so no reader sees parts of two terms."""
         self._writing = threading.Lock()
         """Serialises the Lease writes of the renew loop and `renew_above`."""
 
@@ -97,12 +105,19 @@ class LeaderElector:
     def epoch(self) -> int | None:
         """Our current epoch (the Lease's epoch base + leaseTransitions of our acquisition), or
         None when not leading."""
-        return self._epoch if self.is_leader() else None
+        term = self.term()
+        return term.epoch if term is not None else None
 
     @property
     def lease_uid(self) -> str:
         """metadata.uid of the Lease object of our current term."""
-        return self._lease_uid
+        with self._mutex:
+            return self._term.lease_uid if self._term is not None else ""
+
+    def term(self) -> Term | None:
+        """Our current term (epoch and Lease uid read together), or None when not leading."""
+        with self._mutex:
+            return self._term if self._leading_locked() else None
 
     def renew_above(self, epoch: int, timeout: float | None = None) -> int:
         """Renew our term now, raising the Lease's epoch base so that our epoch exceeds `epoch`
@@ -150,9 +165,8 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         """We hold the lease and renewed it within the renew deadline: safe to write."""
-        if not self.holds_lease() or self._renewed_at is None:
-            return False
-        return self._clock() - self._renewed_at < self.timings.renew_deadline
+        with self._mutex:
+            return self._leading_locked()
 
     def healthy(self, tolerance: float) -> bool:
         """client-go's HealthzAdaptor check: a leader whose lease ran out long ago is stuck."""
@@ -254,7 +268,8 @@ class LeaderElector:
             lease_transitions=self._observed_record().lease_transitions,
             epoch_base=self._observed_record().epoch_base,
         )
-        self._renewed_at = None
+        with self._mutex:
+            self._term = None
         try:
             self.lock.update(released, timeout)
         except Exception as error:
@@ -263,7 +278,6 @@ class LeaderElector:
         with self._mutex:
             self._observed = released
             self._observed_time = self._clock()
-        self._epoch = None
         return True
 
     # ---- loops (client-go acquire and renew) -------------------------------------------------
@@ -276,7 +290,7 @@ class LeaderElector:
                     "acquired lease %s as %s (epoch %s)",
                     self.lock.describe(),
                     self.identity,
-                    self._epoch,
+                    self.epoch,
                 )
                 return True
             wait = self.timings.retry_period * (1 + random.random() * LEADER_ELECTION_JITTER_FACTOR)
@@ -305,7 +319,8 @@ class LeaderElector:
                     self.timings.renew_deadline,
                     self.observed_leader,
                 )
-                self._epoch = None
+                with self._mutex:
+                    self._term = None
                 return False
             if self.try_acquire_or_renew(timeout=left):
                 return True
@@ -315,9 +330,18 @@ class LeaderElector:
     # ---- internals ---------------------------------------------------------------------------
 
     def _deadline_left(self) -> float:
-        if self._renewed_at is None:
+        with self._mutex:
+            term = self._term
+        if term is None:
             return 0.0
-        return self.timings.renew_deadline - (self._clock() - self._renewed_at)
+        return self.timings.renew_deadline - (self._clock() - term.renewed_at)
+
+    def _leading_locked(self) -> bool:
+        """`is_leader` for a caller that holds `_mutex`."""
+        observed, term = self._observed, self._term
+        if observed is None or observed.holder_identity != self.identity or term is None:
+            return False
+        return self._clock() - term.renewed_at < self.timings.renew_deadline
 
     def _observed_record(self) -> LeaseRecord:
         with self._mutex:
@@ -338,13 +362,12 @@ class LeaderElector:
                 self._observed_time = self._clock()
 
     def _succeeded(self, record: LeaseRecord, started: float) -> bool:
+        # Deadlines count from when the request left, the earliest the server could commit it.
+        term = Term(renewed_at=started, epoch=record.epoch, lease_uid=self.lock.uid)
         with self._mutex:
             self._observed = record
             self._observed_time = self._clock()
-        # Deadlines count from when the request left, the earliest the server could commit it.
-        self._renewed_at = started
-        self._epoch = record.epoch
-        self._lease_uid = self.lock.uid
+            self._term = term
         return True
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import deflate
 
@@ -61,11 +62,11 @@ def gunzip_members(blob: bytes, limit: int, shard: str) -> list[Member]:
             raise CorruptShardError(shard, "trailing bytes after the gzip member")
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            out = inflater.decompress(blob[offset:], budget + 1)
+            out = _inflate(inflater, blob[offset:], budget)
         except zlib.error as error:
             where = "trailing bytes after the gzip member: " if members else ""
             raise CorruptShardError(shard, f"{where}bad gzip data: {error}") from None
-        if len(out) > budget or inflater.unconsumed_tail:
+        if out is None:
             raise CorruptShardError(shard, f"decoded envelope exceeds {limit} bytes")
         if not inflater.eof:
             raise CorruptShardError(shard, "truncated gzip data")
@@ -74,6 +75,26 @@ def gunzip_members(blob: bytes, limit: int, shard: str) -> list[Member]:
         members.append(Member(out, offset))
         if not inflater.unused_data:
             return members
+
+
+_CHUNK = 4 << 20
+
+
+def _inflate(inflater: Any, data: bytes, budget: int) -> bytes | None:
+    """Inflate one member in chunks; None as soon as it passes `budget` bytes (a bomb is
+    refused holding about `budget` bytes, not the twice that one growing buffer would take)."""
+    chunks: list[bytes] = []
+    size = 0
+    pending = data
+    while True:
+        chunk = inflater.decompress(pending, _CHUNK)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > budget:
+            return None
+        pending = inflater.unconsumed_tail
+        if not pending or inflater.eof:
+            return b"".join(chunks) if len(chunks) > 1 else chunks[0]
 
 
 def gunzip_bounded(blob: bytes, limit: int, shard: str) -> bytes:

@@ -34,9 +34,14 @@ SCAN = "scan"
 SEEN = "seen"
 GAP = "gap"
 REPLAY = "replay"
+# A row a collector could not parse (after a migration from the legacy format, which admits any
+# string), moved here with its original value: kept and shown by `inspect`, never read again.
+QUARANTINE = "quarantine"
 
 COLLECTOR_KINDS: dict[str, CollectorKind] = {
-    FLOWLOGS: CollectorKind(name_segments=0, row_kinds={CURSOR: False, REPLAY: True}),
+    FLOWLOGS: CollectorKind(
+        name_segments=0, row_kinds={CURSOR: False, REPLAY: True, QUARANTINE: True}
+    ),
     OBJECTSTORE: CollectorKind(
         name_segments=1, row_kinds={CURSOR: False, SCAN: False, SEEN: True, GAP: True}
     ),

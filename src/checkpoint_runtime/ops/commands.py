@@ -1,41 +1,56 @@
-"""The store's subcommands: `inspect`, `project` and `migrate`.
+"""The store's subcommands: `inspect`, `project`, `migrate` and `set-aside`.
 
 Each selects a store like the runtime does: from a runtime config (`--config`), or explicitly
 with `--path DIR` (file store) or `--namespace NS` (live cluster; kubeconfig or in-cluster).
 `inspect` only reads: it creates no folder or lock file, and when no store is named it uses the
 one store it finds there (and lists them when there are several, or says there is none).
-Errors are `error: <ErrorName>: message`, and after a group of errors (a persist of several
-shards) one indented line per grouped error with its shard and cause (an API refusal with its
-HTTP status): exit 2 for a configuration to fix, 1 else.
+Errors are raised to the command shell (`checkpoint-runtime`), which prints them as
+`error: <ErrorName>: message` (a group: one indented line per grouped error, with its shard and
+cause) and exits 2; `project` exits 1 when a shard cannot fit (a finding, not an error).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.cli import print_error
 from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    MAX_DEADLINE_SECONDS,
+    MIN_DEADLINE_SECONDS,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.errors import CheckpointError, ConfigError, NoStoreError
+from checkpoint_runtime.errors import (
+    ConfigError,
+    CorruptShardError,
+    ExitCode,
+    NoLegacyError,
+    NoStoreError,
+    UsageError,
+    quote,
+)
 from checkpoint_runtime.ops import inspection
 
 if TYPE_CHECKING:
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend
     from checkpoint_runtime.runtime.settings import RuntimeSettings
+    from checkpoint_runtime.store.core import Store
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
+SET_ASIDE_HELP = """\
+Move a shard object the store cannot read (the one its refusal names) out of its way. A file
+store's shard is renamed `<name>.shard.set-aside-<UTC time>`; a ConfigMap is copied to
+`<name>-set-aside-<time>` without the store's labels and then deleted under its resourceVersion
+(an operator's credentials: the runtime's Role cannot delete). Its bytes are kept; the next
+start runs that collector from an empty shard, as for a new one."""
 
 
 def _load_settings(path: str) -> RuntimeSettings:
@@ -57,7 +72,27 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
         f"store found there for inspect, else {DEFAULT_STORE_NAME})",
     )
     where.add_argument("--legacy-name", help="legacy single ConfigMap (or file) name")
-    where.add_argument("--deadline", type=float, default=None, help="seconds for the operation")
+    where.add_argument(
+        "--deadline",
+        type=deadline_seconds,
+        default=None,
+        help=f"seconds for the operation ({MIN_DEADLINE_SECONDS:g} to {MAX_DEADLINE_SECONDS:g})",
+    )
+
+
+def deadline_seconds(text: str) -> float:
+    """A --deadline: a finite number of seconds within what an operation can use."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError("--deadline", f"{text[:40]!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not MIN_DEADLINE_SECONDS <= value <= MAX_DEADLINE_SECONDS:
+        raise UsageError(
+            "--deadline",
+            f"{text[:40]!r} is not between {MIN_DEADLINE_SECONDS:g} and "
+            f"{MAX_DEADLINE_SECONDS:g} seconds",
+        )
+    return value
 
 
 class _Selection(NamedTuple):
@@ -98,11 +133,6 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
     return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
 
 
-def _backend(args: argparse.Namespace) -> tuple[Backend, float]:
-    selection = _select(args)
-    return selection.backend, selection.deadline
-
-
 def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
     """With no store named, use the one store found there; refuse to guess among several."""
     if selection.lease_chosen:
@@ -119,18 +149,29 @@ def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
         raise NoStoreError(selection.where, "no store has checkpoint shards there")
 
 
+def _open(backend: FileBackend | KubernetesBackend, **options: Any) -> Store:
+    """Open without migrating; a shard that cannot be read names the command to set it aside."""
+    from checkpoint_runtime.runtime import repair
+    from checkpoint_runtime.store.core import Store
+
+    try:
+        return Store.open(backend, migrate=False, **options)
+    except (CorruptShardError, ExceptionGroup) as error:
+        raise repair.with_repair(error, backend) from None
+
+
 def _print(args: argparse.Namespace, document: Any, text: str) -> None:
     print(json.dumps(document, indent=2, sort_keys=True) if args.json else text, flush=True)
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from checkpoint_runtime.store import migration
-    from checkpoint_runtime.store.core import Store  # the store and its metrics: not for project
+    from checkpoint_runtime.runtime import repair
+    from checkpoint_runtime.store import migration  # the store and its metrics: not for project
 
     selection = _select(args, read_only=True)
     backend, deadline = selection.backend, selection.deadline
     _choose_store(selection, bool(args.legacy_name))
-    store = Store.open(backend, writer="inspect", migrate=False, deadline_seconds=deadline)
+    store = _open(backend, writer="inspect", deadline_seconds=deadline)
     configured = None
     if args.config:  # mark the shards no collector of this config owns
         configured = {c.namespace for c in _load_settings(args.config).collectors}
@@ -154,11 +195,18 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     if legacy is not None:
         text += f"\nlegacy {legacy.name}: {document['legacy']['state']}"
+    quarantined = repair.quarantined_rows(store)
+    if quarantined:
+        document["quarantined"] = [{"key": key, "value": value} for key, value in quarantined]
+        text += "".join(
+            f"\nquarantined row {key} = {quote(value)} (unparsable; kept, not read)"
+            for key, value in quarantined
+        )
     for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
         if note:
             text += f"\n{note}"
     _print(args, document, text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 PROJECTION_COLUMNS = (
@@ -203,20 +251,22 @@ def _project(args: argparse.Namespace) -> int:
     error = projection.misfit(projections)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+        return ExitCode.FINDING
+    return ExitCode.OK
 
 
 def _migrate(args: argparse.Namespace) -> int:
     from checkpoint_runtime.store import migration
     from checkpoint_runtime.store.core import Store
 
-    backend, deadline = _backend(args)
-    store = Store.open(backend, writer=MIGRATE_WRITER, migrate=False, deadline_seconds=deadline)
+    selection = _select(args)
+    backend, deadline = selection.backend, selection.deadline
+    if not backend.legacy_name:
+        raise NoLegacyError(f"{selection.where}: no legacy name given (give --legacy-name)")
+    store = _open(backend, writer=MIGRATE_WRITER, deadline_seconds=deadline)
     legacy = backend.read_legacy(store.new_deadline())
     if legacy is None:
-        print("error: no legacy checkpoint found (give --legacy-name)", file=sys.stderr)
-        return EXIT_FAILED
+        raise NoLegacyError(f"{selection.where}: legacy {backend.legacy_name!r} does not exist")
     if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
         # leader that stamps a newer epoch meanwhile still fences this write).
@@ -245,22 +295,16 @@ def _migrate(args: argparse.Namespace) -> int:
         + "\n".join(f"  shard {k}: from {v}" for k, v in sorted(status.shards_from_legacy.items()))
     )
     _print(args, document, text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
-def _guarded(command: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            code: int = command(args)
-            return code
-        except ConfigError as error:
-            print_error(error)
-            return EXIT_USAGE
-        except (CheckpointError, ExceptionGroup) as error:
-            print_error(error)
-            return EXIT_FAILED
+def _set_aside(args: argparse.Namespace) -> int:
+    from checkpoint_runtime.ops import setaside
 
-    return run
+    selection = _select(args)
+    kept = setaside.set_aside(selection.backend, args.object)
+    print(f"set aside {args.object!r}: its bytes are kept in {kept}")
+    return ExitCode.OK
 
 
 def register(subparsers: Any) -> None:
@@ -269,7 +313,7 @@ def register(subparsers: Any) -> None:
     )
     _store_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    inspect.set_defaults(func=_guarded(_inspect))
+    inspect.set_defaults(func=_inspect)
 
     project = subparsers.add_parser(
         "project", help="project every shard's size from a config; non-zero if one cannot fit"
@@ -277,7 +321,7 @@ def register(subparsers: Any) -> None:
     project.add_argument("--config", required=True, help="runtime config file")
     project.add_argument("--shape", default=PROJECTION_SHAPE, choices=("uuid", "old-design"))
     project.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    project.set_defaults(func=_guarded(_project))
+    project.set_defaults(func=_project)
 
     migrate = subparsers.add_parser("migrate", help="show or resolve the legacy migration state")
     _store_arguments(migrate)
@@ -300,4 +344,16 @@ def register(subparsers: Any) -> None:
         "Lease name) migrated: record it in the legacy mark; nothing else is written",
     )
     migrate.add_argument("--json", action="store_true", help="print JSON instead of text")
-    migrate.set_defaults(func=_guarded(_migrate))
+    migrate.set_defaults(func=_migrate)
+
+    aside = subparsers.add_parser(
+        "set-aside",
+        help="move a shard object the store cannot read out of its way, keeping its bytes",
+        description=SET_ASIDE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _store_arguments(aside)
+    aside.add_argument(
+        "--object", required=True, help="the shard object's name, as the refusal names it"
+    )
+    aside.set_defaults(func=_set_aside)

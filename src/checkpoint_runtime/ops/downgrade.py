@@ -9,14 +9,8 @@ import argparse
 from typing import Any
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.ops.commands import (
-    EXIT_FAILED,
-    EXIT_OK,
-    _backend,
-    _guarded,
-    _print,
-    _store_arguments,
-)
+from checkpoint_runtime.errors import ExitCode
+from checkpoint_runtime.ops.commands import _print, _select, _store_arguments
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2
 
@@ -24,7 +18,8 @@ DOWNGRADE_WRITER = "checkpoint-runtime-downgrade"
 
 
 def _downgrade(args: argparse.Namespace) -> int:
-    backend, deadline = _backend(args)
+    selection = _select(args)
+    backend, deadline = selection.backend, selection.deadline
     store = Store.open(backend, writer=DOWNGRADE_WRITER, migrate=False, deadline_seconds=deadline)
     newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
     store = Store.open(
@@ -39,7 +34,7 @@ def _downgrade(args: argparse.Namespace) -> int:
             f"{CONFIGMAP_VALUE_LIMIT}); the previous release refuses it by name"
         )
     _print(args, report.__dict__, "\n".join(lines))
-    return EXIT_FAILED if report.too_large else EXIT_OK
+    return ExitCode.FINDING if report.too_large else ExitCode.OK
 
 
 def register(subparsers: Any) -> None:
@@ -49,4 +44,4 @@ def register(subparsers: Any) -> None:
     _store_arguments(downgrade)
     downgrade.add_argument("--to", required=True, choices=("v2",), help="the format to write")
     downgrade.add_argument("--json", action="store_true", help="print JSON instead of text")
-    downgrade.set_defaults(func=_guarded(_downgrade))
+    downgrade.set_defaults(func=_downgrade)

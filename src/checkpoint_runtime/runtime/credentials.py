@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
 from kubernetes import client, config
 from kubernetes.config import incluster_config
 
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime import limits
+from checkpoint_runtime.errors import ConfigError, InputLimitError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICE_ACCOUNT_NAMESPACE = SERVICE_ACCOUNT_DIR / "namespace"
@@ -27,11 +29,24 @@ def kube_configuration(kubeconfig: str | None = None) -> client.Configuration:
     path = kubeconfig or os.environ.get("KUBECONFIG")
     if path:
         try:
+            # Bounded before the client's loader (which has no alias or size limit) reads it.
+            limits.check_yaml(limits.read_text(path, "kubeconfig"), "kubeconfig")
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, client_configuration=configuration
             )
-        except (config.ConfigException, OSError, ValueError, TypeError) as error:
-            raise ConfigError("kubeconfig", f"cannot use kubeconfig {path}: {error}") from None
+        except InputLimitError:
+            raise
+        except (
+            config.ConfigException,
+            OSError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            KeyError,
+            yaml.YAMLError,
+        ) as error:
+            reason = " ".join(str(error).split())[:200]
+            raise ConfigError("kubeconfig", f"cannot use kubeconfig {path}: {reason}") from None
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             # try_refresh_token: reread the rotated token instead of keeping the first one.

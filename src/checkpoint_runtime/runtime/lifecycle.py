@@ -6,8 +6,9 @@
 
 A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
 outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
-reopens from the authoritative API state. Exit codes: 0 clean shutdown, 1 lifecycle ended
-by an error, 2 invalid configuration (nothing touched the API).
+reopens from the authoritative API state. Exit codes (errors.ExitCode): 0 clean shutdown,
+2 a named error (the lifecycle ended on one, or the configuration was refused), 3 a bug (an
+unexpected exception ended it); each is logged as a JSON line naming the error.
 """
 
 from __future__ import annotations
@@ -23,9 +24,15 @@ from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
-from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
-from checkpoint_runtime.errors import CheckpointError, ConfigError
-from checkpoint_runtime.runtime import logs
+from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term
+from checkpoint_runtime.errors import (
+    CheckpointError,
+    ConfigError,
+    ExitCode,
+    LeadershipLostError,
+    leaves,
+)
+from checkpoint_runtime.runtime import logs, repair
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
@@ -38,9 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("checkpoint_runtime.runtime")
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
 _WAKE_SECONDS = 0.1
 
 
@@ -112,9 +116,8 @@ class Runtime:
         )
         try:
             backend, api = self._open_backend()
-        except ConfigError as error:
-            log.error("invalid configuration: %s", error, extra={"key": error.path})
-            return EXIT_CONFIG
+        except CheckpointError as error:
+            return logs.refused(log, error)
         try:
             self.http = HealthServer(
                 settings.http_bind,
@@ -123,12 +126,18 @@ class Runtime:
                 self.healthy,
                 self.ready,
             )
-        except OSError as error:
-            log.error("cannot serve HTTP on %s:%s: %s", settings.http_bind, self.http_port, error)
-            return EXIT_FAILED
+        except (OSError, OverflowError) as error:
+            backend.close()
+            where = f"{settings.http_bind}:{self.http_port}"
+            return logs.refused(log, ConfigError("http.port", f"cannot serve on {where}: {error}"))
         self.http.start()
         log.info("serving /healthz /readyz /metrics", extra={"port": self.http.port})
-        sink = self._sink or open_sink(settings.sink_kind, settings.sink_path)
+        try:
+            sink = self._sink or open_sink(settings.sink_kind, settings.sink_path)
+        except OSError as error:
+            self.http.stop()
+            backend.close()
+            return logs.refused(log, ConfigError("sink.path", f"cannot open it: {error}"))
         try:
             return self._lead_and_collect(backend, api, sink)
         finally:
@@ -165,8 +174,8 @@ class Runtime:
         api = client.ApiClient(configuration) if self.settings.election_enabled else None
         return backend, api
 
-    def _elect(self, api: client.ApiClient) -> int | None:
-        """Wait until we lead; our epoch, or None if asked to stop first."""
+    def _elect(self, api: client.ApiClient) -> Term | None:
+        """Wait until we lead; our term, or None if asked to stop first."""
         from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
         from checkpoint_runtime.runtime import credentials
 
@@ -182,12 +191,23 @@ class Runtime:
         self._wait(lambda: election.elected.is_set() or election.lost.is_set())
         if not election.elected.is_set() or election.lost.is_set():
             return None
-        epoch = elector.epoch
-        if epoch is None:  # elected, then lost before we looked
-            self._on_fatal(CheckpointError("leadership lost right after it was acquired"))
+        term = elector.term()
+        if term is None:  # elected, then lost before we looked
+            self._on_fatal(LeadershipLostError("leadership lost right after it was acquired"))
             return None
-        log.info("leading", extra={"epoch": epoch, "identity": self.identity})
-        return epoch
+        log.info("leading", extra={"epoch": term.epoch, "identity": self.identity})
+        return term
+
+    def _check_absent_shards(self, store: Store, backend: Backend) -> None:
+        """A configured collector whose shard the open did not find must have no object under
+        its shard's name either: one that exists but cannot be read as ours (empty, foreign,
+        truncated) would make the collector re-emit everything and then fail to create it, on
+        every restart. Reading it by name raises the named error instead."""
+        deadline = store.new_deadline()
+        found = store.shard_states()
+        for collector in self.settings.collectors:
+            if collector.namespace not in found:
+                backend.read_shard(collector.namespace, deadline)
 
     def _leading(self) -> bool:
         return self._election is None or self._election.elector.is_leader()
@@ -199,9 +219,7 @@ class Runtime:
             elected = self._elect(api)
             if elected is None:
                 return self._finish(None)
-            epoch = elected
-            assert self._election is not None
-            lease_uid = self._election.elector.lease_uid
+            epoch, lease_uid = elected.epoch, elected.lease_uid
         self.phase = "opening"
         try:
             store = Store.open(
@@ -216,18 +234,20 @@ class Runtime:
                 max_chunks=settings.store.max_chunks,
                 write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second,
             )
+            self._check_absent_shards(store, backend)
             if self._election is not None:
                 # before any collector runs; renew_above lets a leader of a recreated Lease
                 # prove it leads and take over shards stamped under the old one.
                 store.take_ownership(self._election.elector.renew_above)
         except (CheckpointError, ExceptionGroup) as error:
-            self._on_fatal(error)
+            self._on_fatal(repair.with_repair(error, backend))
             return self._finish(None)
         if not self._leading():
-            self._on_fatal(CheckpointError("lost leadership while opening the store"))
+            self._on_fatal(LeadershipLostError("lost leadership while opening the store"))
             return self._finish(store)
         self.metrics.store.leader.set(1)
         self.metrics.epoch.set_function(lambda: store.stamp.epoch)  # a raise shows at once
+        self.metrics.quarantined.set_function(lambda: len(repair.quarantined_rows(store)))
         guarded = LeaderGuardedMap(store, self._leading)
         collectors = [
             CountingCollector(c, self.metrics, self._leading)
@@ -255,15 +275,18 @@ class Runtime:
     def _finish(self, store: Store | None) -> int:
         """Flush on a clean shutdown while still leading, then release; the exit code."""
         self.metrics.store.leader.set(0)
-        code = EXIT_OK
+        code = ExitCode.OK
         election = self._election
         lost = election is not None and election.lost.is_set()
         if lost:
-            log.error("lost the lease: stopped writing; exiting to restart from the API state")
-            code = EXIT_FAILED
+            log.error(
+                "lost the lease: stopped writing; exiting to restart from the API state",
+                extra={"error": LeadershipLostError.__name__},
+            )
+            code = ExitCode.ERROR
         if self._fatal:
             self._log_fatal()
-            code = EXIT_FAILED
+            code = self._fatal_code()
         elif store is not None and not lost and self._leading():
             try:
                 store.flush()
@@ -271,13 +294,20 @@ class Runtime:
             except (CheckpointError, ExceptionGroup) as error:
                 self._fatal.append(error)
                 self._log_fatal()
-                code = EXIT_FAILED
+                code = self._fatal_code()
         if election is not None:
             election.stop(self.settings.timings.renew_deadline)
             if election.elector.release():
                 log.info("released the lease")
         log.info("stopped", extra={"exit_code": code})
         return code
+
+    def _fatal_code(self) -> ExitCode:
+        """2 when every error that ended the lifecycle is a named one, else 3 (a bug)."""
+        named = all(
+            isinstance(leaf, CheckpointError) for error in self._fatal for leaf in leaves(error)
+        )
+        return ExitCode.ERROR if named else ExitCode.BUG
 
     def _log_fatal(self) -> None:
         logs.lifecycle_ended(log, self._fatal)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from checkpoint_runtime.errors import WriteUncertainError, describe, leaves
+from checkpoint_runtime.errors import ConfigError, ExitCode, WriteUncertainError, describe, leaves
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -41,6 +41,18 @@ def configure(level: int = logging.INFO) -> None:
     root.setLevel(level)
     # The kubernetes client and urllib3 log every retry warning; keep their noise down.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def refused(log: logging.Logger, error: BaseException) -> ExitCode:
+    """Log a named error that stopped `run` before it started, as one JSON line whose
+    "error" field is the error's name (and "key" the config key, when there is one)."""
+    extra: dict[str, Any] = {"error": type(error).__name__}
+    message = "; ".join(line.strip() for line in describe(error)).partition(": ")[2]
+    if isinstance(error, ConfigError):
+        extra["key"] = error.path
+        message = f"invalid configuration: {message}"
+    log.error("%s", message, extra=extra)
+    return ExitCode.ERROR
 
 
 def lifecycle_ended(log: logging.Logger, errors: Iterable[BaseException]) -> None:

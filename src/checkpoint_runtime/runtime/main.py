@@ -6,8 +6,9 @@
 
 A lifecycle never repairs itself in place: losing the Lease, a conflict or a write-uncertain
 outcome stops the collectors and exits non-zero, so Kubernetes restarts the process and it
-reopens from the authoritative API state. Exit codes: 0 clean shutdown, 1 lifecycle ended
-by an error, 2 invalid configuration (nothing touched the API).
+reopens from the authoritative API state. Exit codes: 0 clean shutdown, 2 a named error (an
+invalid configuration, refused before anything touched the store or the API, or a lifecycle
+that ended on an error), logged as a JSON line whose "error" field names it; 3 a bug.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.collectors import registry
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import CheckpointError, ExitCode, UsageError
 from checkpoint_runtime.runtime import logs, startup
 from checkpoint_runtime.runtime.settings import load_document
 
 if TYPE_CHECKING:
     from checkpoint_runtime.runtime.lifecycle import Runtime
+    from checkpoint_runtime.runtime.projection import ShardProjection
+    from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 log = logging.getLogger("checkpoint_runtime.runtime")
-EXIT_OK, EXIT_CONFIG = 0, 2  # lifecycle's codes, without importing it for --check-config
 
 
 def register(subparsers: Any) -> None:
@@ -45,7 +47,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--identity", help="leader-election identity (default: $POD_NAME + a random suffix)"
     )
-    parser.add_argument("--http-port", type=int, help="override http.port of the config")
+    parser.add_argument(
+        "--http-port", type=http_port, help="override http.port of the config (0: any free port)"
+    )
     parser.add_argument(
         "--bind",
         metavar="ADDRESS",
@@ -55,34 +59,53 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--check-config",
         action="store_true",
-        help="only run the startup checks (schema, shard size projection, installed extras), "
-        "print the projected shards and exit: 0 accepted, 2 refused; touches nothing",
+        help="only run the checks `run` makes before it starts (schema, limits, shard size "
+        "projection, installed extras, store and sink paths, HTTP port), print the projected "
+        "shards and exit: 0 accepted, 2 refused; touches nothing",
     )
     parser.set_defaults(func=main)
+
+
+def http_port(text: str) -> int:
+    """A --http-port: 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise UsageError("--http-port", f"{text[:40]!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise UsageError("--http-port", f"{port} is not between 0 and 65535")
+    return port
+
+
+def preflight(args: argparse.Namespace) -> tuple[RuntimeSettings, list[ShardProjection]]:
+    """Everything `run` checks before it opens the store or starts a collector; the same for
+    `--check-config`. Raises a named error (ConfigError and its kinds)."""
+    # A config whose shard could not fit is refused now, naming the knob.
+    settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
+    for index, collector in enumerate(settings.collectors):
+        process_check = registry.kind(collector.kind).process_check
+        if process_check is not None:
+            process_check(collector, f"collectors[{index}]")
+    startup.check_paths(settings)
+    return settings, projections
 
 
 def main(args: argparse.Namespace) -> int:
     logs.configure()
     try:
-        # A config whose shard could not fit is refused now, naming the knob.
-        settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
-        for index, collector in enumerate(settings.collectors):
-            process_check = registry.kind(collector.kind).process_check
-            if process_check is not None:
-                process_check(collector, f"collectors[{index}]")
-        for shard in projections:
-            log.info(
-                "projected shard",
-                extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
-            )
-    except ConfigError as error:
-        log.error("invalid configuration: %s", error, extra={"key": error.path})
-        return EXIT_CONFIG
+        settings, projections = preflight(args)
+    except CheckpointError as error:
+        return logs.refused(log, error)
+    for shard in projections:
+        log.info(
+            "projected shard",
+            extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
+        )
     if args.check_config:
         for shard in projections:
             print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
         print(f"config accepted: {len(settings.collectors)} collector(s)")
-        return EXIT_OK
+        return ExitCode.OK
     # The lifecycle (HTTP, metrics, election, the store backends) only once the config is
     # accepted and the runtime starts: `--check-config` needs none of it.
     from checkpoint_runtime.election.elector import default_identity

@@ -19,6 +19,12 @@ class RuntimeMetrics:
     def __post_init__(self) -> None:
         r = self.store.registry
         self.epoch = Gauge("checkpoint_leader_epoch", "Leadership epoch of our term", registry=r)
+        self.quarantined = Gauge(
+            "checkpoint_quarantined_rows",
+            "Rows a collector could not parse, kept aside with their original value "
+            "(`checkpoint-runtime inspect` lists them)",
+            registry=r,
+        )
         self.records = Counter(
             "checkpoint_collector_records",
             "Records a collector emitted to the sink",

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from checkpoint_runtime import schema_errors
+from checkpoint_runtime import limits, schema_errors
 from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.collectors.kind import CollectorSettings
 from checkpoint_runtime.constants import (
@@ -33,12 +33,13 @@ from checkpoint_runtime.constants import (
     DISCOVERY_LABELS,
     DISCOVERY_NAMES,
     LEASE_DURATION_SECONDS,
+    MAX_COLLECTORS,
     RENEW_DEADLINE_SECONDS,
     RETRY_PERIOD_SECONDS,
     RUNTIME_CONFIG_SCHEMA,
 )
 from checkpoint_runtime.election.timings import ElectionTimings
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import ConfigError, InputLimitError
 from checkpoint_runtime.resources import schema_file
 
 EMBEDDED_DEFAULT: dict[str, Any] = {
@@ -105,7 +106,14 @@ def _validator(kinds_version: int) -> jsonschema.protocols.Validator:
 
 
 def validate(document: Any) -> None:
-    """Raise ConfigError naming the key path of the first schema violation."""
+    """Raise ConfigError naming the key path of the first schema violation (after the bounds
+    of limits.check_document, so that no pattern ever runs on a huge string)."""
+    limits.check_document(document, "")
+    collectors = document.get("collectors") if isinstance(document, dict) else None
+    if isinstance(collectors, list) and len(collectors) > MAX_COLLECTORS:
+        raise InputLimitError(
+            "collectors", f"{len(collectors)} collectors, over the limit of {MAX_COLLECTORS}"
+        )
     found = schema_errors.violations(_schema_validator().iter_errors(document))
     if found:
         path, message = found[0]
@@ -122,7 +130,7 @@ def load_document(path: str | None) -> dict[str, Any]:
     if path is None:
         return json.loads(json.dumps(EMBEDDED_DEFAULT))  # type: ignore[no-any-return]
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = limits.read_text(path, f"config file {path}")
     except UnicodeDecodeError as error:
         raise ConfigError("", f"config file {path} is not UTF-8: {error}") from None
     except OSError as error:
@@ -141,6 +149,7 @@ def load_document(path: str | None) -> dict[str, Any]:
 def parse(document: dict[str, Any]) -> RuntimeSettings:
     """Validate a config document and turn it into settings."""
     validate(document)
+    document = _integral(document)
     store = document.get("store") or {"backend": "file"}
     backend = store["backend"]
     if backend == "file" and not store.get("path"):
@@ -189,6 +198,18 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         sink_path=sink.get("path"),
         collectors=collectors,
     )
+
+
+def _integral(value: Any) -> Any:
+    """The document with every integral float as an int: JSON Schema counts 5000.0 as an
+    integer, and the settings use such numbers as counts (the schema has bounded them)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
 
 
 def _collectors(entries: list[dict[str, Any]]) -> list[CollectorSettings]:

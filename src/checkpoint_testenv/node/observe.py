@@ -102,6 +102,16 @@ def service_get(release: Release, path: str) -> str:
     return str(answer)
 
 
+def pod_get(release: Release, pod: str, path: str) -> str:
+    """GET `path` on one pod's HTTP port (through the API server's pod proxy)."""
+    port = release.rendered_config["http"]["port"]
+    with release.plane.admin_api() as api:
+        answer = client.CoreV1Api(api).connect_get_namespaced_pod_proxy_with_path(
+            f"{pod}:{port}", release.namespace, path.lstrip("/")
+        )
+    return str(answer)
+
+
 class LogFollower:
     """Streams one container's log (follow) in a thread until the container ends."""
 

@@ -5,5 +5,6 @@
   what is really stored;
 - `runtime_process`: `checkpoint-runtime run` as a real subprocess, observed through its HTTP
   port and its record sink;
-- `polling`: waiting for a condition with a bound.
+- `polling`: waiting for a condition, or for state to settle, with a bound;
+- `clocks`: clocks a test moves by hand.
 """

@@ -238,6 +238,18 @@ class KubeTarget:
             raise
         return True
 
+    def lease_holder(self, name: str) -> str | None:
+        """The holder of Lease `name` (admin read; "" if released); None if there is none."""
+        try:
+            lease: Any = client.CoordinationV1Api(self.admin.api_client).read_namespaced_lease(
+                name, self.namespace
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return str(lease.spec.holder_identity or "")
+
     def _read(self, name: str) -> Any:
         """ConfigMap `name` (admin read); None if there is none."""
         try:

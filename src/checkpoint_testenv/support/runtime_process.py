@@ -39,6 +39,37 @@ def metric_value(body: str, name: str, labels: str = "") -> float | None:
     return None
 
 
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET a runtime's HTTP port on 127.0.0.1: status and body (0 and "" while it is down)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def port_metric(port: int, name: str, labels: str = "") -> float | None:
+    """Series `name{labels}` of the runtime serving /metrics on `port`; None if absent."""
+    status, body = http_get(port, "/metrics")
+    return metric_value(body, name, labels) if status == 200 else None
+
+
+def exported_series_names(body: str) -> set[str]:
+    """The series names a Prometheus text body declares: every `# TYPE` family with the names
+    its samples carry (a histogram's `_bucket`, `_count`, `_sum`), whether or not a labelled
+    family has samples yet."""
+    suffixes = {"histogram": ("_bucket", "_count", "_sum"), "summary": ("_count", "_sum")}
+    names: set[str] = set()
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            names.add(name)
+            names.update(name + suffix for suffix in suffixes.get(kind.strip(), ()))
+    return names
+
+
 def sink_records(path: Path) -> list[dict[str, Any]]:
     """Every record a file sink (JSON lines) holds so far."""
     if not path.exists():
@@ -147,17 +178,10 @@ class RuntimeProcess:
     # ---- observation ------------------------------------------------------------------------
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-        except OSError:
-            return 0, ""
+        return http_get(self.port, path)
 
     def metric(self, name: str, labels: str = "") -> float | None:
-        status, body = self.get("/metrics")
-        return metric_value(body, name, labels) if status == 200 else None
+        return port_metric(self.port, name, labels)
 
     def leading(self) -> bool:
         return self.metric("checkpoint_leader") == 1.0

@@ -174,8 +174,7 @@ fixture_deployment := {
 		"annotations": {
 			"checkov.io/skip1": "CKV_K8S_43=the image is pinned by tag only: the chart cannot know the digest of the image you build; set image.digest to pin it by content",
 			"checkov.io/skip2": "CKV_K8S_15=imagePullPolicy IfNotPresent with a pinned tag: Always would need the registry at every pod start and fails for images preloaded onto nodes; set image.pullPolicy to Always to re-check pull secrets on every start",
-			"checkov.io/skip3": "CKV_K8S_38=the kubernetes store reads and writes its shards and its Lease through the API server",
-			"checkov.io/skip4": "CKV2_K8S_6=networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom",
+			"checkov.io/skip3": "CKV2_K8S_6=networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom",
 			"kube-score/ignore": "container-image-pull-policy,pod-networkpolicy,deployment-has-poddisruptionbudget,container-ephemeral-storage-request-and-limit",
 		},
 		"labels": {
@@ -232,7 +231,7 @@ fixture_deployment := {
 						],
 					},
 				},
-				"automountServiceAccountToken": true,
+				"automountServiceAccountToken": false,
 				"containers": [
 					{
 						"args": [
@@ -323,6 +322,11 @@ fixture_deployment := {
 								"mountPath": "/tmp",
 								"name": "tmp",
 							},
+							{
+								"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+								"name": "kube-api-access",
+								"readOnly": true,
+							},
 						],
 					},
 				],
@@ -349,6 +353,44 @@ fixture_deployment := {
 							"sizeLimit": "64Mi",
 						},
 						"name": "tmp",
+					},
+					{
+						"name": "kube-api-access",
+						"projected": {
+							"defaultMode": 420,
+							"sources": [
+								{
+									"serviceAccountToken": {
+										"expirationSeconds": 3600,
+										"path": "token",
+									},
+								},
+								{
+									"configMap": {
+										"items": [
+											{
+												"key": "ca.crt",
+												"path": "ca.crt",
+											},
+										],
+										"name": "kube-root-ca.crt",
+									},
+								},
+								{
+									"downwardAPI": {
+										"items": [
+											{
+												"fieldRef": {
+													"apiVersion": "v1",
+													"fieldPath": "metadata.namespace",
+												},
+												"path": "namespace",
+											},
+										],
+									},
+								},
+							],
+						},
 					},
 				],
 			},

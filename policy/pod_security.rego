@@ -140,6 +140,27 @@ deny contains msg if {
 	msg := concat("", ["POD-14 ", label(obj), ": ServiceAccount ", account, " is not the one the chart renders [", concat(", ", sort(rendered)), "]"])
 }
 
+# An automounted token is extended to a year by default (--service-account-extend-token-expiration);
+# a projected one lives expirationSeconds and the kubelet renews it.
+deny contains msg if {
+	some obj in pod_objects
+	not is_test_hook(obj)
+	not pod_spec(obj).automountServiceAccountToken == false
+	msg := concat("", ["POD-14 ", label(obj), ": mounts the automatically injected token, which the API server may extend to a year; set automountServiceAccountToken: false and mount a projected serviceAccountToken with expirationSeconds"])
+}
+
+max_token_seconds := 86400
+
+deny contains msg if {
+	some obj in pod_objects
+	some volume in object.get(pod_spec(obj), "volumes", [])
+	some source in object.get(volume, ["projected", "sources"], [])
+	seconds := object.get(source, ["serviceAccountToken", "expirationSeconds"], 3600)
+	is_number(seconds)
+	seconds > max_token_seconds
+	msg := concat("", ["POD-14 ", label(obj), ": volume ", volume.name, ": a projected token of ", format_int(seconds, 10), " s outlives a day; use at most ", format_int(max_token_seconds, 10), " (serviceAccount.tokenExpirationSeconds)"])
+}
+
 # The file store never calls the API server, so its pods need no token at all.
 warn contains msg if {
 	combined

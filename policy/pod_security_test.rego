@@ -157,7 +157,8 @@ test_pod14_test_pod_with_token_is_denied if {
 
 test_pod14_file_store_with_token_warns if {
 	config := json.patch(fixture_config, [{"op": "replace", "path": "/data/config.json", "value": "{\"store\": {\"backend\": \"file\", \"path\": \"/data\"}}"}])
-	docs := [fixture_service_account, config, fixture_service, fixture_deployment, fixture_test_pod]
+	deployment := json.patch(fixture_deployment, [{"op": "replace", "path": "/spec/template/spec/automountServiceAccountToken", "value": true}])
+	docs := [fixture_service_account, config, fixture_service, deployment, fixture_test_pod]
 	"POD-14 Deployment cr-checkpoint-runtime: the file store does not use the API; set automountServiceAccountToken: false" in warns_combined(docs)
 }
 
@@ -166,6 +167,23 @@ test_pod14_file_store_without_token_does_not_warn if {
 	deployment := json.patch(fixture_deployment, [{"op": "replace", "path": "/spec/template/spec/automountServiceAccountToken", "value": false}])
 	docs := [fixture_service_account, config, fixture_service, deployment, fixture_test_pod]
 	of_rule(warns_combined(docs), "POD-14") == set()
+}
+
+test_pod14_automounted_token_is_denied if {
+	deployment_denies([{"op": "replace", "path": "/spec/template/spec/automountServiceAccountToken", "value": true}], "POD-14") == {"POD-14 Deployment cr-checkpoint-runtime: mounts the automatically injected token, which the API server may extend to a year; set automountServiceAccountToken: false and mount a projected serviceAccountToken with expirationSeconds"}
+	deployment_denies([{"op": "remove", "path": "/spec/template/spec/automountServiceAccountToken"}], "POD-14") != set()
+}
+
+test_pod14_default_projected_token_passes if {
+	deployment_denies([], "POD-14") == set()
+}
+
+test_pod14_long_lived_projected_token_is_denied if {
+	volumes := fixture_deployment.spec.template.spec.volumes
+	some i, volume in volumes
+	volume.name == "kube-api-access"
+	path := concat("", ["/spec/template/spec/volumes/", format_int(i, 10), "/projected/sources/0/serviceAccountToken/expirationSeconds"])
+	deployment_denies([{"op": "replace", "path": path, "value": 172800}], "POD-14") == {"POD-14 Deployment cr-checkpoint-runtime: volume kube-api-access: a projected token of 172800 s outlives a day; use at most 86400 (serviceAccount.tokenExpirationSeconds)"}
 }
 
 # --- POD-15 ---

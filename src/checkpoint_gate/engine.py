@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from opapywasm import UNDEFINED, OpaBuiltinError, OpaWasmError, OpaWasmPolicy, PolicyConfig
+from opapywasm import runtime as _wasm_runtime
 
 from checkpoint_gate.manifests import Manifest, manifest_label
 from checkpoint_gate.wasmcache import policy_from_wasm
@@ -37,6 +38,12 @@ WARN = "main/warn"
 ENGINE_RULE = "ENGINE"
 COMBINED_SOURCE = "<release>"
 COMBINED_LABEL = "release (combined)"  # "<kind> <name>" of an ENGINE finding about --combine
+
+# Initial pages of the memory the host gives the module. opapywasm starts every module at 2 pages
+# (128 KiB) whatever its `env.memory` import declares, and a module whose data segments need more
+# is refused ("memory types incompatible"); a larger start satisfies any declared minimum up to it.
+POLICY_MEMORY_PAGES = 16
+_wasm_runtime._DEFAULT_MEMORY_PAGES = max(_wasm_runtime._DEFAULT_MEMORY_PAGES, POLICY_MEMORY_PAGES)
 
 # "RBAC-3 Role cr-checkpoint-runtime: rules differ ..." -> rule id, kind, name, detail.
 _MESSAGE = re.compile(r"^(?P<rule>[A-Z]+-\d+) (?P<kind>\S+) (?P<name>\S+): (?P<detail>.*)$", re.S)

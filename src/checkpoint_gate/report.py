@@ -11,6 +11,7 @@ Deterministic: no timestamps, sorted tables; `just gen` leaves no diff.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,6 +125,7 @@ class RenderedRole:
     values: str
     role: Json | None
     binding: Json | None
+    admission: Json | None = None  # the ValidatingAdmissionPolicy (admissionPolicy.enabled)
 
 
 def rendered_roles(root: Path) -> list[RenderedRole]:
@@ -133,7 +135,10 @@ def rendered_roles(root: Path) -> list[RenderedRole]:
         manifests = renderer.render(values, release=DEFAULT_RELEASE, namespace=REPORT_NAMESPACE)
         role = next((m.document for m in manifests if m.kind == "Role"), None)
         binding = next((m.document for m in manifests if m.kind == "RoleBinding"), None)
-        rows.append(RenderedRole(name, role, binding))
+        admission = next(
+            (m.document for m in manifests if m.kind == "ValidatingAdmissionPolicy"), None
+        )
+        rows.append(RenderedRole(name, role, binding, admission))
     return rows
 
 
@@ -214,8 +219,47 @@ def render_report(rows: Iterable[RenderedRole]) -> str:
     ]
     for row in rows:
         lines.append(_placement(row))
+    lines += _admission_section(rows)
     lines.append("")
     return "\n".join(lines)
+
+
+def _admission_section(rows: list[RenderedRole]) -> list[str]:
+    """What the opt-in ValidatingAdmissionPolicy narrows, per values document that renders it."""
+    lines = [
+        "",
+        "## What the admission policy narrows (`admissionPolicy.enabled`)",
+        "",
+        "A ValidatingAdmissionPolicy and its binding (cluster-scoped admission objects, not RBAC:",
+        "they grant nothing) refuse, for the chart's ServiceAccount only, the writes the Role",
+        "cannot pin by name (policy `policy/admission.rego`, rule RBAC-11).",
+        "",
+        "| values | policy | matches | ConfigMap create | ConfigMap update | Lease create |",
+        "|---|---|---|---|---|---|",
+    ]
+    rendered = [row for row in rows if row.admission is not None]
+    for row in rendered:
+        policy: Json = row.admission or {}
+        spec: dict[str, Any] = policy.get("spec", {})
+        variables = {item["name"]: item["expression"] for item in spec.get("variables", [])}
+        heads = ", ".join(f"`{name}`" for name in json.loads(variables.get("heads", "[]")))
+        chunks = variables.get("maxChunks", "?")
+        legacy = json.loads(variables.get("legacy", '""'))
+        (condition,) = spec.get("matchConditions", [{}])
+        account = str(condition.get("expression", "")).rpartition("==")[2].strip().strip('"')
+        lease = json.loads(variables.get("lease", '""'))
+        update = "only objects carrying the store's labels before and after"
+        if legacy:
+            update += f", and `{legacy}`"
+        lines.append(
+            f"| {row.values} | `{policy.get('metadata', {}).get('name', '')}` | `{account}` | "
+            f"{heads or 'none'} and their chunk slots `<head>-c<a or b><0..{int(chunks) - 1}>`,"
+            f" with the store's labels | {update} | "
+            f"`{lease}` only |"
+        )
+    if not rendered:
+        lines.append("| none of the values above | - | - | - | - | - |")
+    return lines
 
 
 def _placement(row: RenderedRole) -> str:

@@ -151,7 +151,8 @@ def test_defaults_render_the_kubernetes_store_with_leader_election(render: Rende
     deployment = one(objects, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     spec = pod_spec(objects)
-    assert spec["automountServiceAccountToken"] is True
+    # no automounted token: a projected one with a lifetime (asserted in test_chart_security.py)
+    assert spec["automountServiceAccountToken"] is False
     assert spec["serviceAccountName"] == FULLNAME
     (container,) = spec["containers"]
     assert container["args"] == ["run", "--config", "/etc/checkpoint-runtime/config.json"]
@@ -219,7 +220,7 @@ def test_file_store_renders_no_rbac_one_replica_and_no_token(render: Render, cla
     if claim:
         assert volumes["checkpoints"]["persistentVolumeClaim"] == {"claimName": claim}
     else:
-        assert volumes["checkpoints"]["emptyDir"] == {}
+        assert volumes["checkpoints"]["emptyDir"] == {"sizeLimit": "16Mi"}
     mounts = {mount["name"]: mount["mountPath"] for mount in spec["containers"][0]["volumeMounts"]}
     assert mounts["checkpoints"] == "/var/lib/checkpoint-runtime"
     config = runtime_config(objects)
@@ -240,7 +241,7 @@ def test_file_store_ignores_replica_count(render: Render) -> None:
 
 def test_kubernetes_store_mounts_no_checkpoint_volume(render: Render) -> None:
     volumes = {volume["name"] for volume in pod_spec(render())["volumes"]}
-    assert volumes == {"config", "tmp"}
+    assert volumes == {"config", "tmp", "kube-api-access"}
 
 
 def test_extra_volumes_are_added_beside_the_charts_own(render: Render) -> None:
@@ -248,17 +249,23 @@ def test_extra_volumes_are_added_beside_the_charts_own(render: Render) -> None:
     mount = {"name": "bucket", "mountPath": "/data/bucket", "readOnly": True}
     spec = pod_spec(render({"extraVolumes": [volume], "extraVolumeMounts": [mount]}))
     assert spec["volumes"][-1] == volume
-    assert [v["name"] for v in spec["volumes"]] == ["config", "tmp", "bucket"]
+    assert [v["name"] for v in spec["volumes"]] == ["config", "tmp", "kube-api-access", "bucket"]
     (container,) = spec["containers"]
     assert container["volumeMounts"][-1] == mount
-    assert [m["name"] for m in container["volumeMounts"]] == ["config", "tmp", "bucket"]
+    assert [m["name"] for m in container["volumeMounts"]] == [
+        "config",
+        "tmp",
+        "kube-api-access",
+        "bucket",
+    ]
 
 
 def test_rbac_create_false_renders_no_role_but_keeps_the_service_account(render: Render) -> None:
     objects = render({"rbac": {"create": False}})
     assert by_kind(objects, "Role") == by_kind(objects, "RoleBinding") == []
     assert one(objects, "ServiceAccount")["metadata"]["name"] == FULLNAME
-    assert pod_spec(objects)["automountServiceAccountToken"] is True
+    # the store still calls the API: its projected token stays
+    assert "kube-api-access" in {volume["name"] for volume in pod_spec(objects)["volumes"]}
 
 
 def test_external_service_account_is_used_and_bound(render: Render) -> None:

@@ -178,3 +178,15 @@ def test_host_builtins_match_opa_and_refuse_what_they_cannot_do() -> None:
         replace("ab", "(", "-")
     with pytest.raises(OpaBuiltinError, match="must be a string"):
         sha256(3)
+
+
+def test_the_engine_gives_the_policy_module_the_memory_it_declares() -> None:
+    """The compiled module's `env.memory` minimum (it grows with the policies' data) fits in what
+    the engine starts it with; past that, loading fails with "memory types incompatible"."""
+    import wasmtime
+
+    from checkpoint_gate.engine import POLICY_MEMORY_PAGES, POLICY_WASM
+
+    module = wasmtime.Module.from_file(wasmtime.Engine(), str(POLICY_WASM))
+    (memory,) = [item.type for item in module.imports if item.name == "memory"]
+    assert memory.limits.min <= POLICY_MEMORY_PAGES

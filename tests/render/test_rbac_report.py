@@ -57,3 +57,15 @@ def test_writing_twice_changes_nothing(tmp_path: Path) -> None:
     first = (tmp_path / REPORT_PATH).stat().st_mtime_ns
     write_rbac_report(tmp_path)
     assert (tmp_path / REPORT_PATH).stat().st_mtime_ns == first
+
+
+def test_the_admission_policy_shows_up_with_what_it_narrows() -> None:
+    rows = {row.values: row for row in rendered_roles(PROJECT_ROOT)}
+    assert rows["defaults"].admission is None
+    assert rows["ci/admission-policy-values.yaml"].admission is not None
+    report = render_report(rendered_roles(PROJECT_ROOT))
+    (line,) = [line for line in report.splitlines() if line.startswith("| ci/admission-policy")
+               and "system:serviceaccount:" in line]  # fmt: skip
+    assert "system:serviceaccount:apps:cr-checkpoint-runtime" in line
+    assert "chunk slots `<head>-c<a or b><0..7>`" in line
+    assert "`cr-checkpoint-runtime` only" in line

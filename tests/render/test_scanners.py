@@ -145,7 +145,7 @@ SKIP_LINE = (
     'checkov.io/skip{{ add1 $index }}: {{ printf "%s=%s" (index $skip 0) (index $skip 1) | quote }}'
 )
 KUBE_SCORE_REASON = "# kube-score {{ index . 0 }}: {{ index . 1 }}"
-TOKEN_SKIP = '{{- $checkov = append $checkov (list "CKV_K8S_38" '
+AUTOMOUNT = "      automountServiceAccountToken: false\n"
 RUNTIME_NETPOL_IGNORE = (
     '{{- $kubeScore = append $kubeScore (list "pod-networkpolicy" $reason) }}\n{{- else if'
 )
@@ -162,13 +162,14 @@ VARIANTS: dict[str, Broken] = {
             {("checkov", "CKV_K8S_16"), ("kube-score", "container-security-context-privileged")}
         ),
     ),
-    # A suppression removed: the check it carried fails again.
-    "token-skip-removed": Broken(
-        "_scanners.tpl",
-        TOKEN_SKIP,
-        '{{- $_ := list (list "CKV_K8S_38" ',
+    # The automounted token back (the chart mounts a short-lived projected one instead).
+    "automounted-token": Broken(
+        "deployment.yaml",
+        AUTOMOUNT,
+        AUTOMOUNT.replace("false", "true"),
         frozenset({("checkov", "CKV_K8S_38")}),
     ),
+    # A suppression removed: the check it carried fails again.
     "networkpolicy-ignore-removed": Broken(
         "_scanners.tpl",
         RUNTIME_NETPOL_IGNORE,
@@ -243,9 +244,9 @@ def test_a_reason_checkov_cannot_read_is_refused_at_render(
     helm: Path, chart_copy: Callable[[str, str, str], Path], tmp_path: Path
 ) -> None:
     """checkov splits a skip annotation on "=": a reason holding one would not be read."""
-    old = "through the API server"
-    chart = chart_copy("_scanners.tpl", old, "through the API server (verbs=get,update)")
-    with pytest.raises(RenderError, match='CKV_K8S_38 exception contains "="'):
+    old = "fails for images preloaded onto nodes"
+    chart = chart_copy("_scanners.tpl", old, "fails for images preloaded onto nodes (a=b)")
+    with pytest.raises(RenderError, match='CKV_K8S_15 exception contains "="'):
         render_release(tmp_path, CliRenderer(chart, helm), "equals", {})
 
 

@@ -262,9 +262,24 @@ def service_name_starts_with_a_letter(values: Json) -> bool:
     return not name or name[0].isalpha()
 
 
+def legacy_config_map_not_the_releases(values: Json) -> bool:
+    """The chart refuses a legacyConfigMap that names one of the release's own objects (its
+    Lease, config ConfigMap, test pod, ServiceAccount or full name); the schema cannot, as these
+    depend on the release. Release-derived default names are left to chance (random names never
+    match "<release>-checkpoint-runtime")."""
+    checkpoint = values["checkpoint"]
+    legacy = checkpoint.get("legacyConfigMap", "")
+    full = values.get("fullnameOverride", "")
+    owned = {checkpoint.get("leaseName", ""), values["serviceAccount"].get("name", "")}
+    if full:
+        owned |= {full, f"{full}-config", f"{full[:58].rstrip('-')}-test"}
+    return not legacy or legacy not in owned
+
+
 def renderable_values_documents(schema_path: Path) -> st.SearchStrategy[Json]:
     """Valid documents that also pass the templates' own cross-field checks (requests within
-    limits, one collector per collector namespace, CIDRs without host bits): relations JSON
+    limits, one collector per collector namespace, CIDRs without host bits, a legacy ConfigMap
+    that is not the release's own): relations JSON
     Schema cannot express, which the chart refuses with a named error (the chart's own tests
     cover those refusals)."""
     return (
@@ -273,4 +288,5 @@ def renderable_values_documents(schema_path: Path) -> st.SearchStrategy[Json]:
         .map(cidrs_without_host_bits)
         .filter(collector_namespaces_unique)
         .filter(service_name_starts_with_a_letter)
+        .filter(legacy_config_map_not_the_releases)
     )

@@ -107,3 +107,28 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/*
+The sizeLimit of the file store's emptyDir: checkpoint.file.sizeLimit, or derived from what the
+store can keep there. Each object (a shard's head, each of its chunk slots in both generations,
+the legacy ConfigMap) is at most 1 MiB of payload plus 256 KiB of metadata (1280 KiB), and a
+rewrite keeps a temp copy of one object per shard until its rename: so
+(shards x (2 + 2 x maxChunks) + 1) x 1280 KiB, rounded up to whole MiB, at least 16 MiB.
+*/}}
+{{- define "checkpoint-runtime.fileSizeLimit" -}}
+{{- $file := .Values.checkpoint.file }}
+{{- if $file.sizeLimit }}
+{{- $file.sizeLimit }}
+{{- else }}
+{{- $shards := len .Values.checkpoint.collectors }}
+{{- $chunks := int (include "checkpoint-runtime.maxChunks" .) }}
+{{- $objects := add1 (mul $shards (add 2 (mul 2 $chunks))) }}
+{{- $mebibytes := div (add (mul $objects 1280) 1023) 1024 }}
+{{- printf "%dMi" (max 16 $mebibytes) }}
+{{- end }}
+{{- end }}
+
+{{/* Chunk slots per generation of each shard (checkpoint.maxChunks). */}}
+{{- define "checkpoint-runtime.maxChunks" -}}
+{{- int .Values.checkpoint.maxChunks }}
+{{- end }}

@@ -25,9 +25,6 @@ Call with (list $ "runtime") for the Deployment or (list $ "test") for the `helm
 {{- end }}
 {{- $ephemeral := "the root filesystem is read-only and the only scratch space is the /tmp emptyDir with its own sizeLimit" }}
 {{- if eq $for "runtime" }}
-{{- if include "checkpoint-runtime.kubernetesStore" $root }}
-{{- $checkov = append $checkov (list "CKV_K8S_38" "the kubernetes store reads and writes its shards and its Lease through the API server") }}
-{{- end }}
 {{- if not $values.networkPolicy.enabled }}
 {{- $reason := "networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom" }}
 {{- $checkov = append $checkov (list "CKV2_K8S_6" $reason) }}

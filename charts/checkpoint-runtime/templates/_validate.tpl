@@ -110,3 +110,33 @@ expanded), and every bit past the prefix must be zero. Call with (list "<values 
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+checkpoint.legacyConfigMap gets update in the Role (rbac.scope=names) and is read by the store, so
+it may never name an object the release owns: its config ConfigMap (a pod could rewrite its own
+collectors and sink), a shard or one of its chunk slots, the Lease, any other name the chart
+renders, or the CA bundle every namespace is given (kube-root-ca.crt). The schema refuses the
+shapes it can see; the names that depend on the release are checked here.
+*/}}
+{{- define "checkpoint-runtime.checkLegacyConfigMap" -}}
+{{- $legacy := .Values.checkpoint.legacyConfigMap }}
+{{- if $legacy }}
+{{- $lease := include "checkpoint-runtime.leaseName" . }}
+{{- $owned := dict "kube-root-ca.crt" "the CA bundle Kubernetes puts in every namespace" }}
+{{- $_ := set $owned (include "checkpoint-runtime.configName" .) "the release's own runtime config" }}
+{{- $_ = set $owned (include "checkpoint-runtime.fullname" .) "the name of the release's Deployment, Service and Role" }}
+{{- $_ = set $owned (include "checkpoint-runtime.testName" .) "the release's test pod" }}
+{{- $_ = set $owned $lease "the store's Lease" }}
+{{- if .Values.serviceAccount.name }}{{ $_ = set $owned .Values.serviceAccount.name "the release's ServiceAccount" }}{{ end }}
+{{- range .Values.checkpoint.collectors }}
+{{- $shard := include "checkpoint-runtime.shardName" (list $lease (include "checkpoint-runtime.collectorNamespace" .)) }}
+{{- $_ = set $owned $shard "a shard of this store" }}
+{{- if regexMatch (printf "^%s-c[ab][0-9]+$" (regexQuoteMeta $shard)) $legacy }}
+{{- $_ = set $owned $legacy "a chunk slot of this store" }}
+{{- end }}
+{{- end }}
+{{- if hasKey $owned $legacy }}
+{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.legacyConfigMap: %q is %s; the Role would grant update on it. Name the previous release's checkpoint ConfigMap, or leave it empty" $legacy (get $owned $legacy)) }}
+{{- end }}
+{{- end }}
+{{- end }}

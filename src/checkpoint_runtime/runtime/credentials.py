@@ -2,6 +2,10 @@
 
 Order: `--kubeconfig`, then $KUBECONFIG, then the pod's ServiceAccount (in-cluster config).
 Retries are always off: urllib3's default re-sends a PUT whose answer was lost.
+
+In a pod the token is a projected, short-lived one that the kubelet replaces before it expires:
+the in-cluster loader installs a hook that rereads the token file (at most a minute old) before
+each request, on this Configuration and on every copy of it (the backend's and the elector's).
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from pathlib import Path
 
 import yaml
 from kubernetes import client, config
+from kubernetes.config import incluster_config
 
 from checkpoint_runtime import limits
 from checkpoint_runtime.errors import ConfigError, InputLimitError
 
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_NAMESPACE = SERVICE_ACCOUNT_DIR / "namespace"
 
 
 def kube_configuration(kubeconfig: str | None = None) -> client.Configuration:
@@ -43,9 +49,13 @@ def kube_configuration(kubeconfig: str | None = None) -> client.Configuration:
             raise ConfigError("kubeconfig", f"cannot use kubeconfig {path}: {reason}") from None
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
-            config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
+            # try_refresh_token: reread the rotated token instead of keeping the first one.
+            loader = incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
+                token_filename=str(SERVICE_ACCOUNT_DIR / "token"),
+                cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+                try_refresh_token=True,
             )
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
         except (config.ConfigException, OSError) as error:
             raise ConfigError("kubeconfig", f"in-cluster credentials: {error}") from None
     else:

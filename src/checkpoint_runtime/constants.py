@@ -196,6 +196,13 @@ HEAD_DELTA_MAX_BYTES: Final = 16 * 1024
 DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
 # the budget is measured over this sliding window (seconds).
 WRITE_BUDGET_WINDOW_SECONDS: Final = 10.0
+# what one object write costs the budget beyond its value and annotations: its name, labels and
+# the metadata the API server adds, and etcd's framing (measured: ~1.9 KB of etcd WAL per write
+# beyond the value, annotations included; see docs/benchmarks.md).
+WRITE_OBJECT_OVERHEAD_BYTES: Final = 1_536
+# before a shard has written a delta, the budget's estimate takes a changed row to cost this
+# many times a row of its base (measured on uuid rows: ~60 bytes in a delta, ~29 in the base).
+DELTA_ROW_BYTES_FACTOR: Final = 2.0
 # a chunk slot whose read disagrees with the manifest while the head changed is read again
 # with backoff (a compaction committed meanwhile) this many times at most, inside the deadline.
 CHUNK_REREAD_ATTEMPTS: Final = 8

@@ -191,8 +191,9 @@ CHUNK_TARGET_BYTES: Final = 128 * 1024
 # the head's delta member may grow to this many compressed bytes (or compaction_ratio of the
 # base, whichever is smaller) before the next persist compacts it into the base.
 HEAD_DELTA_MAX_BYTES: Final = 16 * 1024
-# the store's write budget: bytes of ConfigMap values sent to the API per second, kept by
-# stretching the debounce of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
+# the store's write budget: bytes of shard objects (values, annotations, and
+# WRITE_OBJECT_OVERHEAD_BYTES each) sent to the API per second, kept by stretching the debounce
+# of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
 DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
 # the budget is measured over this sliding window (seconds).
 WRITE_BUDGET_WINDOW_SECONDS: Final = 10.0

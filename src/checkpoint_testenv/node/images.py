@@ -6,15 +6,14 @@ which print the archive's path as their last stdout line and cache what they bui
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import subprocess
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from checkpoint_testenv.binaries import REPO_ROOT, BinariesMissing
+from checkpoint_testenv.support.releases import HistoryMissing, extract_release
 
 NODE_PINS = REPO_ROOT / "scripts" / "testenv" / "node-versions.env"
 APP_IMAGE_SCRIPT = REPO_ROOT / "scripts" / "image" / "build.sh"
@@ -52,8 +51,6 @@ def app_image_archive() -> Path:
     return Path(lines[-1])
 
 
-PREVIOUS_RELEASE = "bc8f231"
-"""The last commit whose runtime writes gzip-shards-v2 (before v3): the previous release."""
 PREVIOUS_VERSION = "0.0.9"
 """The version the previous release's image is built as, so its tag differs from this tree's."""
 
@@ -73,18 +70,10 @@ def previous_release(workdir: Path) -> PreviousRelease:
     scripts/image/build.sh (cached by content like this tree's image), as PREVIOUS_VERSION."""
     tree = workdir / "previous-release"
     if not (tree / "pyproject.toml").is_file():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "archive", PREVIOUS_RELEASE],
-            capture_output=True,
-            check=False,
-        )
-        if archive.returncode != 0:
-            raise BinariesMissing(
-                f"git archive {PREVIOUS_RELEASE} failed: {archive.stderr.decode(errors='replace')}"
-            )
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tree, filter="data")
+        try:
+            extract_release(tree)
+        except HistoryMissing as error:
+            raise BinariesMissing(str(error)) from error
         pyproject = tree / "pyproject.toml"
         text = pyproject.read_text()
         versioned = re.sub(

@@ -28,21 +28,31 @@ setup:
       echo "setup: done" >&2
     fi
 
-# install the package with only its gate extra into .venv (no dev tools, no Go builds): what gate and render need; nothing to do after setup, which includes it (idempotent)
+# install the package (editable) with only its gate extra into .venv (no dev tools, no Go builds): what gate and render need; nothing to do after setup, which includes it (idempotent)
 [group('setup')]
 setup-gate:
     #!/usr/bin/env bash
     set -euo pipefail
-    [[ -x {{ py }} ]] || python3.11 -m venv {{ venv }}
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    for stamp in {{ venv }}/.installed {{ venv }}/.installed-gate; do
-      [[ -f $stamp && $(cat "$stamp") == "$want" ]] && exit 0
-    done
-    echo "setup-gate: installing checkpoint-runtime (editable) with its gate extra into" \
-      "{{ venv }}; no dev tools" >&2
-    # --no-compile: a gate run imports a few hundred of the ~3,400 modules installed (the
-    # Kubernetes client alone has ~1,900 it never imports); those compile on first import.
-    {{ bin }}/pip install --disable-pip-version-check --no-compile -e '.[gate]' >&2
+    [[ -e {{ venv }} ]] || scripts/setup/venv.sh {{ venv }}
+    dev=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    want=$(cat pyproject.toml scripts/setup/gate.lock | sha256sum | cut -d' ' -f1)
+    [[ -f {{ venv }}/.installed && $(cat {{ venv }}/.installed) == "$dev" ]] && exit 0
+    [[ -f {{ venv }}/.installed-gate && $(cat {{ venv }}/.installed-gate) == "$want" ]] && exit 0
+    echo "setup-gate: installing checkpoint-runtime (editable) with its gate extra into {{ venv }}" >&2
+    pip=({{ bin }}/pip install --disable-pip-version-check --no-compile)
+    if [[ -f {{ venv }}/.installed ]]; then  # the dev install of an older pyproject.toml
+      "${pip[@]}" -e '.[gate]' >&2
+    else
+      # Every pin is in gate.lock (no resolving: --no-deps); scripts/setup/venv.sh installed
+      # them already unless the lock changed since. The pinned build backend builds the
+      # editable install without an isolated build environment, offline.
+      lock=$(sha256sum scripts/setup/gate.lock | cut -d' ' -f1)
+      if [[ ! -f {{ venv }}/.lock-installed || $(cat {{ venv }}/.lock-installed) != "$lock" ]]; then
+        "${pip[@]}" --no-deps --only-binary :all: -r scripts/setup/gate.lock >&2
+        echo "$lock" > {{ venv }}/.lock-installed
+      fi
+      "${pip[@]}" --no-deps --no-build-isolation --no-index -e . >&2
+    fi
     echo "$want" > {{ venv }}/.installed-gate
     echo "setup-gate: done" >&2
 

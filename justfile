@@ -39,7 +39,7 @@ setup-gate:
     [[ -f {{ venv }}/.installed && $(cat {{ venv }}/.installed) == "$dev" ]] && exit 0
     [[ -f {{ venv }}/.installed-gate && $(cat {{ venv }}/.installed-gate) == "$want" ]] && exit 0
     echo "setup-gate: installing checkpoint-runtime (editable) with its gate extra into {{ venv }}" >&2
-    pip=({{ bin }}/pip install --disable-pip-version-check --no-compile)
+    pip=({{ py }} -m pip install --disable-pip-version-check --no-compile)
     if [[ -f {{ venv }}/.installed ]]; then  # the dev install of an older pyproject.toml
       "${pip[@]}" -e '.[gate]' >&2
     else

@@ -47,17 +47,22 @@ start=$(date +%s)
 # lib/ holds site-packages. Hardlinks where the cache and the clone share a file system, else
 # copies.
 cp -al "$template/lib/." "$venv/lib/" 2>/dev/null || cp -a "$template/lib/." "$venv/lib/"
-# The template's console scripts name its python on their first line; the venv's name its own.
-# The interpreter links and activate scripts are the venv's own already.
+# The template's console scripts name one of its interpreters on their first line; the venv's
+# name the venv's. The interpreter links and activate scripts are the venv's own already.
 for script in "$template"/bin/*; do
   name=${script##*/}
   [[ -e $venv/bin/$name || $name == [Aa]ctivate* ]] && continue
-  if [[ $(head -c 2 "$script") == "#!" && $(head -n 1 "$script") == "#!$template/bin/python" ]]; then
-    { echo "#!$venv/bin/python"; tail -n +2 "$script"; } >"$venv/bin/$name"
+  first=$(head -c 200 "$script" | head -n 1 | tr -d '\0')
+  if [[ $first == "#!$template/bin/"* ]]; then
+    { echo "#!$venv/bin/${first#"#!$template/bin/"}"; tail -n +2 "$script"; } >"$venv/bin/$name"
     chmod +x "$venv/bin/$name"
   else
-    cp -p "$script" "$venv/bin/$name"
+    ln "$script" "$venv/bin/$name" 2>/dev/null || cp -p "$script" "$venv/bin/$name"
   fi
 done
+if grep -rlsF "$template" "$venv/bin" >/dev/null; then
+  echo "venv: a script in $venv/bin still names the template" >&2
+  exit 1
+fi
 sha256sum "$lock" | cut -d' ' -f1 >"$venv/.lock-installed"  # what setup-gate compares
 echo "venv: $venv from the template $key in $(($(date +%s) - start)) s" >&2

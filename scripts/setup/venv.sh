@@ -18,7 +18,8 @@ lock="$here/gate.lock"
 [[ ! -e $venv ]] || { echo "venv: $venv exists already" >&2; exit 1; }
 
 python_id=$("$py" -c 'import sys, sysconfig; print(sys.version, sysconfig.get_platform(), sys.base_prefix)')
-key=$({ cat "$lock" "$here/venv.sh"; echo "$python_id"; } | sha256sum | cut -c1-16)
+# v1: how the template is installed (below); a change there changes it.
+key=$({ echo v1; cat "$lock"; echo "$python_id"; } | sha256sum | cut -c1-16)
 root=${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/venv-templates
 template="$root/$key"
 mkdir -p "$root"

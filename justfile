@@ -46,7 +46,7 @@ setup-gate:
       # Every pin is in gate.lock (no resolving: --no-deps); scripts/setup/venv.sh installed
       # them already unless the lock changed since. The pinned build backend builds the
       # editable install without an isolated build environment, offline.
-      lock=$(sha256sum scripts/setup/gate.lock | cut -d' ' -f1)
+      lock=$(grep -v '^#' scripts/setup/gate.lock | sha256sum | cut -d' ' -f1)
       if [[ ! -f {{ venv }}/.lock-installed || $(cat {{ venv }}/.lock-installed) != "$lock" ]]; then
         "${pip[@]}" --no-deps --only-binary :all: -r scripts/setup/gate.lock >&2
         echo "$lock" > {{ venv }}/.lock-installed

@@ -18,8 +18,9 @@ lock="$here/gate.lock"
 [[ ! -e $venv ]] || { echo "venv: $venv exists already" >&2; exit 1; }
 
 python_id=$("$py" -c 'import sys, sysconfig; print(sys.version, sysconfig.get_platform(), sys.base_prefix)')
-# v1: how the template is installed (below); a change there changes it.
-key=$({ echo v1; cat "$lock"; echo "$python_id"; } | sha256sum | cut -c1-16)
+# The pins alone (not the comments), the Python, and v1: how the template is installed (below).
+pins=$(grep -v '^#' "$lock")
+key=$({ echo v1; echo "$pins"; echo "$python_id"; } | sha256sum | cut -c1-16)
 root=${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/venv-templates
 template="$root/$key"
 mkdir -p "$root"
@@ -65,5 +66,5 @@ if grep -rlsF "$template" "$venv/bin" >/dev/null; then
   echo "venv: a script in $venv/bin still names the template" >&2
   exit 1
 fi
-sha256sum "$lock" | cut -d' ' -f1 >"$venv/.lock-installed"  # what setup-gate compares
+grep -v '^#' "$lock" | sha256sum | cut -d' ' -f1 >"$venv/.lock-installed"  # setup-gate compares
 echo "venv: $venv from the template $key in $(($(date +%s) - start)) s" >&2

@@ -34,38 +34,11 @@ if [[ ! -f $template/.complete ]]; then
   echo "venv: first use of these pins: installing $(grep -c '==' "$lock") pinned packages" \
     "into the template $template (downloads ~125 MB; later virtualenvs link it)" >&2
   start=$(date +%s)
-  "$py" -m venv --without-pip "$template"
-  # pip runs from the wheel the Python bundles for ensurepip, as ensurepip runs it, and
-  # installs itself and setuptools from there without compiling them (ensurepip compiles
-  # ~1,000 modules first: ~4 s of CPU). A Python without the bundled wheels uses ensurepip.
-  bundled=$("$py" -c 'import ensurepip, pathlib; print(pathlib.Path(ensurepip.__file__).parent / "_bundled")' 2>/dev/null || true)
-  pip_wheel=$(compgen -G "$bundled/pip-*.whl" | head -n 1 || true)
-  if [[ -n $pip_wheel ]]; then
-    pip=(env "PYTHONPATH=$pip_wheel" "$template/bin/python" -m pip)
-    itself=("$bundled"/pip-*.whl "$bundled"/setuptools-*.whl)
-  else
-    "$template/bin/python" -m ensurepip >&2
-    pip=("$template/bin/python" -m pip)
-    itself=()
-  fi
-  pip+=(--disable-pip-version-check)
-  # Downloads in 4 pip processes at once (pip fetches one file at a time, and most of the
-  # ~90 requests are latency), then one offline install.
-  wheels="$template/.wheels"
-  mkdir -p "$wheels/parts"
-  grep -v '^#' "$lock" | awk -v d="$wheels/parts" 'NF { print > (d "/" NR % 4) }'
-  pids=()
-  for part in "$wheels"/parts/*; do
-    "${pip[@]}" download --no-deps --only-binary :all: --progress-bar off -d "$wheels" \
-      -r "$part" >&2 &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid"; done
+  "$py" -m venv "$template"
   # --no-compile: a gate run imports a few hundred of the ~3,400 modules (the Kubernetes
   # client alone has ~1,900 it never imports); each virtualenv compiles what it imports.
-  "${pip[@]}" install --no-index --find-links "$wheels" --no-deps --no-compile -r "$lock" \
-    "${itself[@]}" >&2
-  rm -rf "$wheels"
+  "$template/bin/python" -m pip install --disable-pip-version-check --no-deps --no-compile \
+    --only-binary :all: -r "$lock" >&2
   touch "$template/.complete"
   echo "venv: template installed in $(($(date +%s) - start)) s" >&2
 fi

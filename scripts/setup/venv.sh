@@ -31,7 +31,7 @@ if ! flock --nonblock 9; then
 fi
 if [[ ! -f $template/.complete ]]; then
   rm -rf "$template"
-  echo "venv: first use of these pins: installing $(grep -c '==' "$lock") pinned packages" \
+  echo "venv: first use of these pins: installing $(grep -v '^#' "$lock" | grep -c '==') pinned packages" \
     "into the template $template (downloads ~125 MB; later virtualenvs link it)" >&2
   start=$(date +%s)
   "$py" -m venv "$template"

@@ -227,11 +227,10 @@ class BudgetRun:
         return max(self.windows, default=self.total_wal)
 
 
-def measure_budget(
-    plane: ControlPlane, budget: int, shards: int, seconds: float, rows: int
-) -> BudgetRun:
-    """`shards` shards of `rows` uuid rows, every one changed continuously; the Debouncer
-    persists under the budget. etcd's WAL is sampled every 0.5 s; the most bytes in any 10 s."""
+def _budget_store(
+    plane: ControlPlane, budget: int, shards: int, rows: int
+) -> tuple[Store, KubernetesBackend, dict[str, list[str]]]:
+    """A store under the budget with `shards` shards of `rows` uuid rows; its seen keys."""
     namespace = plane.create_namespace("bench-budget")
     backend = KubernetesBackend(plane.configuration(), namespace, LEASE)
     store = Store.open(
@@ -242,12 +241,51 @@ def measure_budget(
         debounce_seconds=0.2,
         write_budget_bytes_per_second=budget,
     )
-    feeds = [f"bench/objectstore/f{index}" for index in range(shards)]
     seen: dict[str, list[str]] = {}
-    for feed in feeds:
+    for feed in [f"bench/objectstore/f{index}" for index in range(shards)]:
         feed_rows = FeedWorkload(feed, rows, "uuid").rows
         store.batch(feed_rows)
         seen[feed] = [key for key in feed_rows if "/seen/" in key]
+    return store, backend, seen
+
+
+def _counted(store: Store) -> tuple[float, float]:
+    """(value bytes written, objects written) so far, from the store's own series."""
+    families = {f.name: f for f in store.metrics.registry.collect()}
+    return tuple(  # type: ignore[return-value]
+        sum(s.value for s in families[name].samples if s.name.endswith("_total"))
+        for name in ("checkpoint_shard_api_bytes_written", "checkpoint_writes")
+    )
+
+
+def _windows(samples: list[tuple[float, float]], span: float = 10.0) -> list[float]:
+    """WAL bytes in every `span`-second window between samples (monotonic s, WAL total)."""
+    windows = []
+    for index, (at, value) in enumerate(samples):
+        later = [v for t, v in samples[index:] if t - at <= span]
+        if samples[-1][0] - at >= span:
+            windows.append(later[-1] - value)
+    return windows
+
+
+def _saturate(store: Store, seen: dict[str, list[str]], seconds: float, errors: list[Any]) -> int:
+    """Change a row of every shard every 20 ms for `seconds` (or until the debouncer fails)."""
+    started = time.monotonic()
+    update = 0
+    while time.monotonic() - started < seconds and not errors:
+        for keys in seen.values():
+            store.set(keys[update % len(keys)], rfc3339_from_ns(EPOCH_NS + 10**18 + update))
+        update += 1
+        time.sleep(0.02)
+    return update
+
+
+def measure_budget(
+    plane: ControlPlane, budget: int, shards: int, seconds: float, rows: int
+) -> BudgetRun:
+    """`shards` shards of `rows` uuid rows, every one changed continuously; the Debouncer
+    persists under the budget. etcd's WAL is sampled every 0.5 s; the most bytes in any 10 s."""
+    store, backend, seen = _budget_store(plane, budget, shards, rows)
     largest = max(CONFIGMAP_VALUE_LIMIT // 8, 0)
     states = store.shard_states()
     largest = max((state.compressed_bytes for state in states.values()), default=largest)
@@ -261,43 +299,26 @@ def measure_budget(
             samples.append((time.monotonic(), etcd.metrics()[WAL]))
             stop.wait(0.5)
 
-    def counted() -> tuple[float, float]:
-        families = {f.name: f for f in store.metrics.registry.collect()}
-        return tuple(  # type: ignore[return-value]
-            sum(s.value for s in families[name].samples if s.name.endswith("_total"))
-            for name in ("checkpoint_shard_api_bytes_written", "checkpoint_writes")
-        )
-
-    value_before, writes_before = counted()
+    value_before, writes_before = _counted(store)
     errors: list[BaseException] = []
     debouncer = Debouncer(store, errors.append)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     debouncer.start()
-    started = time.monotonic()
-    update = 0
-    while time.monotonic() - started < seconds and not errors:
-        for feed in feeds:
-            key = seen[feed][update % len(seen[feed])]
-            store.set(key, rfc3339_from_ns(EPOCH_NS + 10**18 + update))
-        update += 1
-        time.sleep(0.02)
+    update = _saturate(store, seen, seconds, errors)
     debouncer.stop()
     stop.set()
     sampler.join()
-    value_after, writes_after = counted()
+    value_after, writes_after = _counted(store)
     run.value_bytes, run.writes = value_after - value_before, writes_after - writes_before
     backend.close()
     if errors:
         raise ExceptionGroup(
             "the debouncer failed", [e for e in errors if isinstance(e, Exception)]
         )
-    run.updates = update * len(feeds)
+    run.updates = update * len(seen)
     run.total_wal = samples[-1][1] - samples[0][1]
-    for index, (at, value) in enumerate(samples):
-        later = [v for t, v in samples[index:] if t - at <= 10.0]
-        if samples[-1][0] - at >= 10.0:
-            run.windows.append(later[-1] - value)
+    run.windows = _windows(samples)
     return run
 
 

@@ -344,19 +344,9 @@ class WindowCount:
         return percentile(gaps, fraction) if gaps else float("nan")
 
 
-def measure_windows(
-    plane: ControlPlane, label: str, updated: int, seconds: float, idle: float, seen_rows: int
-) -> WindowCount:
-    """Steady updates to `updated` of 4 shards; the real Debouncer persists."""
-    debounce = 0.25
-    namespace = plane.create_namespace("bench-debounce")
-    store = _new_store(plane, namespace, debounce_seconds=debounce)
-    rows = Configuration("bench", tailnets=1, feeds_per_tailnet=3).rows(seen_rows=seen_rows)
-    store.batch(rows)
-    log = RequestLog(store.backend.api_client)  # type: ignore[attr-defined]
-    shards = sorted(store.shard_states())
-    targets = [shard for shard in shards if "/objectstore/" in shard][:updated]
-    result = WindowCount(label, len(shards), updated, debounce)
+def _count_windows(store: Store, log: RequestLog, result: WindowCount) -> None:
+    """Wrap the store's persist_due (and its budget's admit) to count each window's writes
+    against the dirty set persist_due itself admitted."""
     persist_due, admit = store.persist_due, store.budget.admit
     window = threading.local()
 
@@ -387,18 +377,39 @@ def measure_windows(
 
     store.budget.admit = recorded_admit  # type: ignore[method-assign]
     store.persist_due = counted_persist_due  # type: ignore[method-assign]
-    errors: list[BaseException] = []
-    debouncer = Debouncer(store, errors.append)
-    debouncer.start()
+
+
+def _steady_updates(store: Store, targets: list[str], seconds: float) -> int:
+    """A changed row in every target shard every 5 ms for `seconds`; rows changed."""
     started = time.monotonic()
     update = 0
-    writes_at_start = log.writes()
     while time.monotonic() - started < seconds:
         for shard in targets:
             store.set(f"{shard}/seen/update-{update % 50}", rfc3339_from_ns(EPOCH_NS + update))
         update += 1
         time.sleep(0.005)
-    result.updates = update * len(targets)
+    return update * len(targets)
+
+
+def measure_windows(
+    plane: ControlPlane, label: str, updated: int, seconds: float, idle: float, seen_rows: int
+) -> WindowCount:
+    """Steady updates to `updated` of 4 shards; the real Debouncer persists."""
+    debounce = 0.25
+    namespace = plane.create_namespace("bench-debounce")
+    store = _new_store(plane, namespace, debounce_seconds=debounce)
+    rows = Configuration("bench", tailnets=1, feeds_per_tailnet=3).rows(seen_rows=seen_rows)
+    store.batch(rows)
+    log = RequestLog(store.backend.api_client)  # type: ignore[attr-defined]
+    shards = sorted(store.shard_states())
+    targets = [shard for shard in shards if "/objectstore/" in shard][:updated]
+    result = WindowCount(label, len(shards), updated, debounce)
+    _count_windows(store, log, result)
+    errors: list[BaseException] = []
+    debouncer = Debouncer(store, errors.append)
+    debouncer.start()
+    writes_at_start = log.writes()
+    result.updates = _steady_updates(store, targets, seconds)
     deadline = time.monotonic() + 10 * debounce
     while store.dirty_shards() and time.monotonic() < deadline:
         time.sleep(debounce / 10)

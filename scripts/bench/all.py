@@ -236,57 +236,60 @@ def machine_info(results: Results) -> list[tuple[str, str]]:
 # -- plots ------------------------------------------------------------------------------------
 
 
+def _plot_sizes(axis: Any, shape: str, points: list[Any], most: dict[str, int], limit: int) -> None:
+    """Bytes per shard of both codecs and the bound, against the value limit."""
+    rows = [p.seen_rows for p in points]
+    axis.plot(rows, [p.bytes["envelope"] for p in points], "o-", label="envelope (ours)")
+    axis.plot(rows, [p.bytes["baseline"] for p in points], "s-", label="baseline gzip(JSON)")
+    axis.plot(rows, [p.bound_bytes for p in points], "--", label="entropy bound")
+    axis.axhline(limit, color="red", linewidth=1, label="1,048,576 B limit")
+    for name in ("envelope", "baseline", "bound"):
+        axis.axvline(most[name], color="grey", linewidth=0.5, linestyle=":")
+        axis.annotate(
+            f"{name} max {most[name]:,}",
+            (most[name], limit),
+            rotation=90,
+            fontsize=7,
+            va="top",
+            ha="right",
+        )
+    axis.set(
+        xscale="log",
+        yscale="log",
+        xlabel="seen rows in the shard",
+        ylabel="compressed bytes",
+        title=f"{shape}: bytes per shard",
+    )
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+
+
+def _plot_times(axis: Any, shape: str, points: list[Any]) -> None:
+    """Median encode and decode time of both codecs."""
+    rows = [p.seen_rows for p in points]
+    for name, marker in (("envelope", "o"), ("baseline", "s")):
+        axis.plot(rows, [p.encode_ms[name] for p in points], marker + "-", label=f"{name} encode")
+        axis.plot(rows, [p.decode_ms[name] for p in points], marker + "--", label=f"{name} decode")
+    axis.set(
+        xscale="log",
+        yscale="log",
+        xlabel="seen rows in the shard",
+        ylabel="median ms",
+        title=f"{shape}: encode / decode time",
+    )
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=8)
+
+
 def plot_codec(results: Results, out: Path) -> list[Path]:
     codec = results.ran["codec"].report.measured  # type: ignore[union-attr]
     shapes = list(codec.at_5000)
-    limit = module("codec").LIMIT
     sweep, axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4.5))
     timing, time_axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4.5))
     for index, shape in enumerate(shapes):
         points = [p for p in codec.points if p.shape == shape]
-        rows = [p.seen_rows for p in points]
-        axis = axes[index]
-        axis.plot(rows, [p.bytes["envelope"] for p in points], "o-", label="envelope (ours)")
-        axis.plot(rows, [p.bytes["baseline"] for p in points], "s-", label="baseline gzip(JSON)")
-        axis.plot(rows, [p.bound_bytes for p in points], "--", label="entropy bound")
-        axis.axhline(limit, color="red", linewidth=1, label="1,048,576 B limit")
-        for name in ("envelope", "baseline", "bound"):
-            most = codec.most_rows[shape][name]
-            axis.axvline(most, color="grey", linewidth=0.5, linestyle=":")
-            axis.annotate(
-                f"{name} max {most:,}",
-                (most, limit),
-                rotation=90,
-                fontsize=7,
-                va="top",
-                ha="right",
-            )
-        axis.set(
-            xscale="log",
-            yscale="log",
-            xlabel="seen rows in the shard",
-            ylabel="compressed bytes",
-            title=f"{shape}: bytes per shard",
-        )
-        axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=8, loc="lower right")
-        time_axis = time_axes[index]
-        for name, marker in (("envelope", "o"), ("baseline", "s")):
-            time_axis.plot(
-                rows, [p.encode_ms[name] for p in points], marker + "-", label=f"{name} encode"
-            )
-            time_axis.plot(
-                rows, [p.decode_ms[name] for p in points], marker + "--", label=f"{name} decode"
-            )
-        time_axis.set(
-            xscale="log",
-            yscale="log",
-            xlabel="seen rows in the shard",
-            ylabel="median ms",
-            title=f"{shape}: encode / decode time",
-        )
-        time_axis.grid(True, which="both", alpha=0.3)
-        time_axis.legend(fontsize=8)
+        _plot_sizes(axes[index], shape, points, codec.most_rows[shape], module("codec").LIMIT)
+        _plot_times(time_axes[index], shape, points)
     paths = [out / "bench-codec-sweep.png", out / "bench-codec-time.png"]
     for figure, path in zip((sweep, timing), paths, strict=True):
         figure.tight_layout()

@@ -344,9 +344,9 @@ def tables(measured: StoreOpsMeasured) -> list[Table]:
 
 
 OPEN_WHY = (
-    ". Beyond v2's work (a paged LIST, inflate and decode of the same rows), a v3 open reads "
-    "each active chunk slot by name, one GET after another, and checks that every row of a "
-    "chunk hashes to that chunk (crc32 per row)"
+    ". Beyond v2's work (list the heads, inflate and decode the same rows), a v3 open reads "
+    "each active chunk slot by name, one after another (on the API server a GET each), and "
+    "checks that every row of a chunk hashes to that chunk (a crc32 per row)"
 )
 
 

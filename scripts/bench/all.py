@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -409,11 +410,23 @@ def markdown(results: Results, plots: dict[str, list[Path]]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+KEPT = re.compile(r"<!-- ([a-z-]+):start.*?<!-- \1:end -->\n?", re.DOTALL)
+"""A section written from other measurements (e.g. CI time), between `<!-- name:start ... -->`
+and `<!-- name:end -->`: kept as it is when the document is regenerated."""
+
+
+def regenerated(results: Results, plots: dict[str, list[Path]], previous: str) -> str:
+    """The document: this run's sections, then the kept sections of the previous one."""
+    kept = [match.group(0).rstrip("\n") + "\n" for match in KEPT.finditer(previous)]
+    return "\n".join([markdown(results, plots), *kept])
+
+
 def write(results: Results, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plots = {"codec": plot_codec(results, out), "persist": plot_persist(results, out)}
     document = out / "benchmarks.md"
-    document.write_text(markdown(results, plots))
+    previous = document.read_text() if document.is_file() else ""
+    document.write_text(regenerated(results, plots, previous))
     return document
 
 

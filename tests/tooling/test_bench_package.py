@@ -67,3 +67,13 @@ def test_all_runs_own_process_benchmarks_by_their_declared_flag() -> None:
     own = {name for name in BENCHMARKS if getattr(_module(name), "OWN_PROCESS", False)}
     assert own == {"render", "cli"}
     assert "--help" not in inspect.getsource(everything)
+
+
+def test_regenerating_the_document_keeps_sections_written_from_other_measurements() -> None:
+    everything = _module("all")
+    kept = "<!-- ci-time:start (kept) -->\n## CI time\n\n| step | s |\n<!-- ci-time:end -->\n"
+    previous = "# Benchmarks\n\nold figures\n\n" + kept
+    once = everything.regenerated(everything.Results(), {}, previous)
+    assert "old figures" not in once
+    assert once.endswith(kept)
+    assert everything.regenerated(everything.Results(), {}, once).count(kept) == 1

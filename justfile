@@ -248,22 +248,22 @@ dist:
 # benchmark: the in-process render gate against helm template + conftest test, interleaved
 [group('bench')]
 bench-render: setup testenv-build policy-tools-build
-    {{ py }} scripts/bench/render.py
+    PYTHONPATH=scripts {{ py }} -m bench.render
 
 # benchmark: shard sizes of the reference configurations beside the old design's figures
 [group('bench')]
 bench-store: setup
-    {{ py }} scripts/bench/store.py
+    PYTHONPATH=scripts {{ py }} -m bench.store
 
 # benchmark: object-store scan throughput (objects/s listed and checkpointed) on the real S3 server, beside a local folder
 [group('bench')]
 bench-s3: setup s3-build
-    {{ py }} scripts/bench/objectstore_s3.py
+    PYTHONPATH=scripts {{ py }} -m bench.objectstore_s3
 
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]
 bench: setup testenv-build policy-tools-build
-    {{ py }} scripts/bench/all.py
+    PYTHONPATH=scripts {{ py }} -m bench.all
 
 # the bounded reliability soak (races, Lease recreation, faults, outages, crashes, load) against the real API server
 [group('test')]

@@ -12,12 +12,11 @@ With --compare-src DIR the same commands also run against another source tree (a
 checkout's `src/`, e.g. the previous commit's) through PYTHONPATH, interleaved with this one,
 and the table adds that tree's median and the ratio. Prints tables; asserts nothing.
 
-    .venv/bin/python scripts/bench/cli.py [--quick] [--rounds N] [--compare-src DIR]
+    PYTHONPATH=scripts .venv/bin/python -m bench.cli [--quick] [--rounds N] [--compare-src DIR]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -31,10 +30,11 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
+from bench.report import Report, Table, emit, parser
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.store.core import Store
-from checkpoint_testenv.benchreport import Table
+from checkpoint_testenv.support.timing import rotated
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 FEED = "f1"
@@ -42,6 +42,9 @@ SEEN_ROWS = 5000
 STORE_NAME = "bench"
 # Whole-process targets, seconds (median).
 TARGETS = {"inspect": 0.3, "project": 0.3, "run --check-config": 0.3, "gate (defaults)": 0.6}
+OWN_PROCESS = True
+"""all.py runs this benchmark in a process of its own: the children it times are spawned from a
+small parent, not from one holding every other benchmark's data."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,7 @@ def measure(
         run_once(command, trees[tree], caches[tree], scratch)
     samples = {(tree, command.name): Samples() for tree, command in runs}
     for round_ in range(rounds):
-        shift = round_ % len(runs)
-        for tree, command in runs[shift:] + runs[:shift]:
+        for tree, command in rotated(runs, round_):
             wall, cpu = run_once(command, trees[tree], caches[tree], scratch)
             samples[(tree, command.name)].wall.append(wall)
             samples[(tree, command.name)].cpu.append(cpu)
@@ -172,24 +174,31 @@ def table(
     return Table("CLI start-up, whole processes", headers, rows, notes)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds (a smoke run)")
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--compare-src", type=Path, help="another source tree to interleave")
-    parser.add_argument("--no-gate", action="store_true", help="skip the gate commands")
-    args = parser.parse_args(argv)
+def run(
+    quick: bool = False, rounds: int = 15, compare_src: Path | None = None, gate: bool = True
+) -> Report:
+    """Whole-process start-up of the commands (3 rounds with `quick`), optionally interleaved
+    with another source tree's."""
     trees = {"this tree": SRC}
-    if args.compare_src:
-        trees["compared"] = args.compare_src.resolve()
-    with_gate = not args.no_gate and find_spec("opapywasm") is not None
+    if compare_src:
+        trees["compared"] = compare_src.resolve()
+    with_gate = gate and find_spec("opapywasm") is not None
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         config = build_store(scratch)
         found = commands(scratch, config, with_gate)
-        samples = measure(trees, found, 3 if args.quick else args.rounds, scratch)
-    print(table(trees, found, samples).markdown())
-    return 0
+        samples = measure(trees, found, 3 if quick else rounds, scratch)
+    return Report("CLI start-up, whole processes", [table(trees, found, samples)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    found = parser(__doc__, "3 rounds (a smoke run)")
+    found.add_argument("--rounds", type=int, default=15)
+    found.add_argument("--compare-src", type=Path, help="another source tree to interleave")
+    found.add_argument("--no-gate", action="store_true", help="skip the gate commands")
+    args = found.parse_args(argv)
+    report = run(args.quick, args.rounds, args.compare_src, gate=not args.no_gate)
+    return emit(report, args)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ libdeflate, chosen by these figures.
 The entropy bound is derived from the random bits the generator draws (see ENTROPY_NOTES) and
 cross-checked against the generator's own count.
 
-    .venv/bin/python scripts/bench/codec.py [--quick]
+    PYTHONPATH=scripts .venv/bin/python -m bench.codec [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import importlib
 import json
@@ -28,15 +27,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.report import Report, Table, Target, emit, parser, verdict
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
 from checkpoint_testenv.baseline import baseline_decode, baseline_encode
-from checkpoint_testenv.benchreport import Table, timed_ms
+from checkpoint_testenv.support.timing import alternated, rotated, timed_ms
 
 SHARD = "tailnet-1/objectstore/feed-1"
 ROWS_AT = 5000
 LIMIT = CONFIGMAP_VALUE_LIMIT
+BYTES_TARGET = {"old-design": 0.62, "uuid": 0.70}  # envelope / baseline bytes at 5000 rows
+DECODE_TARGET = 1.0  # envelope / baseline decode time
 
 # Random bits one seen row draws in format.reference_rows.FeedWorkload, read off the code:
 #   old-design: `1 + getrandbits(16)` nanoseconds of timestamp step (uniform over 2^16 values)
@@ -166,13 +168,12 @@ def measure(shape: str, rows: dict[str, str], seen_rows: int, repetitions: int) 
     paired: list[float] = []
     decodes = [(name, call) for name, operation, call in operations if operation == "decode"]
     for repetition in range(repetitions):
-        shift = repetition % len(operations)
-        for name, operation, call in operations[shift:] + operations[:shift]:
+        for name, operation, call in rotated(operations, repetition):
             samples[(name, operation)].append(timed_ms(call, collect_first=True))
         # The decodes once more, back to back in alternating order, for a paired ratio.
         pair = {
             name: timed_ms(call, collect_first=True)
-            for name, call in decodes[:: 1 if repetition % 2 else -1]
+            for name, call in alternated(decodes, repetition + 1)
         }
         paired.append(pair["envelope"] / pair["baseline"])
     median = {key: statistics.median(values) for key, values in samples.items()}
@@ -212,14 +213,13 @@ def most_rows(source: RowSource, encode: Callable[[Mapping[str, str]], bytes], g
 
 
 @dataclass
-class CodecReport:
+class CodecMeasured:
     points: list[Point]
     at_5000: dict[str, Point]
     most_rows: dict[str, dict[str, int]]
     """shape -> codec (and "bound") -> most seen rows in one shard."""
     exact: bool
     deflaters: list[Deflater] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
 
 
 @dataclass
@@ -259,8 +259,7 @@ def measure_deflaters(shape: str, rows: dict[str, str], repetitions: int) -> lis
     samples: dict[str, list[float]] = {name: [] for name, _ in back_ends}
     sizes = {name: len(compress(envelope)) for name, compress in back_ends}
     for repetition in range(repetitions):
-        shift = repetition % len(back_ends)
-        for name, compress in back_ends[shift:] + back_ends[:shift]:
+        for name, compress in rotated(back_ends, repetition):
             samples[name].append(
                 timed_ms(lambda compress=compress: compress(envelope), collect_first=True)
             )
@@ -290,36 +289,50 @@ def _sweep_sizes(quick: bool) -> list[int]:
 CEILING = {"old-design": 260_000, "uuid": 46_000}
 
 
-def run(quick: bool = False) -> CodecReport:
-    points: list[Point] = []
-    at_5000: dict[str, Point] = {}
-    most: dict[str, dict[str, int]] = {}
-    deflaters: list[Deflater] = []
+def _most_rows(shape: str, source: RowSource, measured: list[Point], quick: bool) -> dict[str, int]:
+    """Most seen rows in one shard per codec (and the entropy bound's)."""
+    most = {"bound": int(LIMIT * 8 // ENTROPY_BITS_PER_ROW[shape])}
+    for name, (encode, _) in CODECS.items():
+        # Guess from the largest measured size that fits (bytes per row fall as rows grow).
+        fitting = [p for p in measured if p.bytes[name] <= LIMIT]
+        nearest = max(fitting, key=lambda point: point.seen_rows)
+        guess = int(LIMIT * nearest.seen_rows / nearest.bytes[name])
+        most[name] = guess if quick else most_rows(source, encode, guess)
+    return most
+
+
+def _sweep(shape: str, source: RowSource, quick: bool) -> list[Point]:
+    """The sweep points of one workload, up to the first past the limit."""
+    found = []
+    for size in _sweep_sizes(quick):
+        if size > source.most:
+            break
+        point = measure(shape, source.rows(size), size, _repetitions(size, quick))
+        found.append(point)
+        if point.bytes["envelope"] > LIMIT:
+            break
+    return found
+
+
+def measure_all(quick: bool = False) -> CodecMeasured:
+    measured = CodecMeasured([], {}, {}, exact=not quick)
     for shape in SHAPES:
         ceiling = 2000 if quick else CEILING[shape]
         source = RowSource(shape, max(ceiling, ROWS_AT))
         source.check(min(1000, ceiling))
-        at_5000[shape] = measure(shape, source.rows(ROWS_AT), ROWS_AT, 1 if quick else 41)
-        deflaters += measure_deflaters(shape, source.rows(ROWS_AT), 1 if quick else 21)
-        shape_points = []
-        for size in _sweep_sizes(quick):
-            if size > source.most:
-                break
-            point = measure(shape, source.rows(size), size, _repetitions(size, quick))
-            shape_points.append(point)
-            if point.bytes["envelope"] > LIMIT:
-                break
-        points += shape_points
-        most[shape] = {"bound": int(LIMIT * 8 // ENTROPY_BITS_PER_ROW[shape])}
-        for name, (encode, _) in CODECS.items():
-            # Guess from the largest measured size that fits (bytes per row fall as rows grow).
-            fitting = [p for p in [at_5000[shape], *shape_points] if p.bytes[name] <= LIMIT]
-            nearest = max(fitting, key=lambda point: point.seen_rows)
-            guess = int(LIMIT * nearest.seen_rows / nearest.bytes[name])
-            most[shape][name] = guess if quick else most_rows(source, encode, guess)
-    report = CodecReport(points, at_5000, most, exact=not quick, deflaters=deflaters)
-    report.tables = tables(report)
-    return report
+        at_5000 = measure(shape, source.rows(ROWS_AT), ROWS_AT, 1 if quick else 41)
+        measured.at_5000[shape] = at_5000
+        measured.deflaters += measure_deflaters(shape, source.rows(ROWS_AT), 1 if quick else 21)
+        shape_points = _sweep(shape, source, quick)
+        measured.points += shape_points
+        measured.most_rows[shape] = _most_rows(shape, source, [at_5000, *shape_points], quick)
+    return measured
+
+
+def run(quick: bool = False) -> Report:
+    """The codec against its baseline: tables, the plots' data (`measured`), the targets."""
+    measured = measure_all(quick)
+    return Report("Codec", tables(measured), targets(measured), measured=measured)
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -329,138 +342,165 @@ def _kb(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def tables(report: CodecReport) -> list[Table]:
-    headline = Table(
+HEADLINE_NOTE = (
+    "Baseline: gzip.compress(json.dumps(rows, sort_keys=True, separators=(',', ':'))"
+    ".encode(), mtime=0). Envelope: format.codec.encode_shard/decode_shard "
+    "(a gzip-shards-v2 base member, libdeflate level 9; decode includes every "
+    "fail-closed check). Decode ratio: the median over repetitions of envelope / "
+    "baseline decode timed back to back (alternating which goes first), so a load swing "
+    "between repetitions does not skew it; the ms columns are medians of the rotation."
+)
+DEFLATERS_NOTE = (
+    "Raw deflate streams of the same envelope bytes, interleaved. The writer uses "
+    "libdeflate level 9: smaller than zlib 9 at a fraction of its time; level 6 is "
+    "faster but larger, level 12 smaller still but several times slower, ISA-L fastest "
+    "but largest. ISA-L rows appear "
+    "when `isal` is installed (pip install isal==1.9.1); it is not a dependency."
+)
+
+
+def _over(size: float) -> str:
+    return _kb(size) + (" (over)" if size > LIMIT else "")
+
+
+def _per_row(point: Point, size: float) -> str:
+    return f"{size / point.seen_rows:.2f}"
+
+
+def headline_table(measured: CodecMeasured) -> Table:
+    return Table.of(
         f"Codec at {ROWS_AT} seen rows (one feed shard; median of interleaved repetitions)",
         [
-            "workload",
-            "envelope bytes",
-            "baseline bytes",
-            "envelope / baseline",
-            "entropy bound",
-            "envelope / bound",
-            "envelope B/row",
-            "baseline B/row",
-            "bound B/row",
-            "encode ms (env / base)",
-            "decode ms (env / base)",
-            "decode ratio",
+            ("workload", lambda p: p.shape),
+            ("envelope bytes", lambda p: _kb(p.bytes["envelope"])),
+            ("baseline bytes", lambda p: _kb(p.bytes["baseline"])),
+            ("envelope / baseline", lambda p: f"{p.ratio:.3f}"),
+            ("entropy bound", lambda p: _kb(p.bound_bytes)),
+            ("envelope / bound", lambda p: f"{p.bytes['envelope'] / p.bound_bytes:.2f}"),
+            ("envelope B/row", lambda p: _per_row(p, p.bytes["envelope"])),
+            ("baseline B/row", lambda p: _per_row(p, p.bytes["baseline"])),
+            ("bound B/row", lambda p: _per_row(p, p.bound_bytes)),
+            ("encode ms (env / base)", lambda p: _pair_ms(p.encode_ms)),
+            ("decode ms (env / base)", lambda p: _pair_ms(p.decode_ms)),
+            ("decode ratio", lambda p: f"{p.decode_ratio:.2f}"),
         ],
-        [],
-        [
-            "Baseline: gzip.compress(json.dumps(rows, sort_keys=True, separators=(',', ':'))"
-            ".encode(), mtime=0). Envelope: format.codec.encode_shard/decode_shard "
-            "(a gzip-shards-v2 base member, libdeflate level 9; decode includes every "
-            "fail-closed check). Decode ratio: the median over repetitions of envelope / "
-            "baseline decode timed back to back (alternating which goes first), so a load swing "
-            "between repetitions does not skew it; the ms columns are medians of the rotation.",
-            ENTROPY_NOTES,
-        ],
+        measured.at_5000.values(),
+        [HEADLINE_NOTE, ENTROPY_NOTES],
     )
-    for shape, point in report.at_5000.items():
-        rows = point.seen_rows
-        headline.rows.append(
-            [
-                shape,
-                _kb(point.bytes["envelope"]),
-                _kb(point.bytes["baseline"]),
-                f"{point.ratio:.3f}",
-                _kb(point.bound_bytes),
-                f"{point.bytes['envelope'] / point.bound_bytes:.2f}",
-                f"{point.bytes['envelope'] / rows:.2f}",
-                f"{point.bytes['baseline'] / rows:.2f}",
-                f"{point.bound_bytes / rows:.2f}",
-                f"{point.encode_ms['envelope']:.1f} / {point.encode_ms['baseline']:.1f}",
-                f"{point.decode_ms['envelope']:.1f} / {point.decode_ms['baseline']:.1f}",
-                f"{point.decode_ratio:.2f}",
-            ]
-        )
-    sweep = Table(
+
+
+def _pair_ms(times: dict[str, float]) -> str:
+    return f"{times['envelope']:.1f} / {times['baseline']:.1f}"
+
+
+def sweep_table(measured: CodecMeasured) -> Table:
+    return Table.of(
         "Codec sweep (bytes per shard and per row; median times)",
         [
-            "workload",
-            "seen rows",
-            "envelope bytes",
-            "baseline bytes",
-            "ratio",
-            "bound bytes",
-            "env B/row",
-            "base B/row",
-            "env enc ms",
-            "base enc ms",
-            "env dec ms",
-            "base dec ms",
-            "reps",
+            ("workload", lambda p: p.shape),
+            ("seen rows", lambda p: f"{p.seen_rows:,}"),
+            ("envelope bytes", lambda p: _over(p.bytes["envelope"])),
+            ("baseline bytes", lambda p: _over(p.bytes["baseline"])),
+            ("ratio", lambda p: f"{p.ratio:.3f}"),
+            ("bound bytes", lambda p: _kb(p.bound_bytes)),
+            ("env B/row", lambda p: _per_row(p, p.bytes["envelope"])),
+            ("base B/row", lambda p: _per_row(p, p.bytes["baseline"])),
+            ("env enc ms", lambda p: f"{p.encode_ms['envelope']:.1f}"),
+            ("base enc ms", lambda p: f"{p.encode_ms['baseline']:.1f}"),
+            ("env dec ms", lambda p: f"{p.decode_ms['envelope']:.1f}"),
+            ("base dec ms", lambda p: f"{p.decode_ms['baseline']:.1f}"),
+            ("reps", lambda p: str(p.repetitions)),
         ],
-        [
-            [
-                p.shape,
-                f"{p.seen_rows:,}",
-                _kb(p.bytes["envelope"]) + (" (over)" if p.bytes["envelope"] > LIMIT else ""),
-                _kb(p.bytes["baseline"]) + (" (over)" if p.bytes["baseline"] > LIMIT else ""),
-                f"{p.ratio:.3f}",
-                _kb(p.bound_bytes),
-                f"{p.bytes['envelope'] / p.seen_rows:.2f}",
-                f"{p.bytes['baseline'] / p.seen_rows:.2f}",
-                f"{p.encode_ms['envelope']:.1f}",
-                f"{p.encode_ms['baseline']:.1f}",
-                f"{p.decode_ms['envelope']:.1f}",
-                f"{p.decode_ms['baseline']:.1f}",
-                str(p.repetitions),
-            ]
-            for p in report.points
-        ],
+        measured.points,
         [f"(over) = larger than the {LIMIT:,}-byte ConfigMap value limit."],
     )
-    how = "bisection with the real encoder" if report.exact else "estimate from 5000 rows (--quick)"
-    capacity = Table(
+
+
+def capacity_table(measured: CodecMeasured) -> Table:
+    how = (
+        "bisection with the real encoder" if measured.exact else "estimate from 5000 rows (--quick)"
+    )
+    return Table.of(
         f"Most seen rows in one shard under {LIMIT:,} bytes ({how})",
-        ["workload", "envelope", "baseline", "envelope / baseline", "entropy bound"],
         [
-            [
-                shape,
-                f"{most['envelope']:,}",
-                f"{most['baseline']:,}",
-                f"{most['envelope'] / most['baseline']:.2f}x",
-                f"{most['bound']:,}",
-            ]
-            for shape, most in report.most_rows.items()
+            ("workload", lambda item: item[0]),
+            ("envelope", lambda item: f"{item[1]['envelope']:,}"),
+            ("baseline", lambda item: f"{item[1]['baseline']:,}"),
+            (
+                "envelope / baseline",
+                lambda item: f"{item[1]['envelope'] / item[1]['baseline']:.2f}x",
+            ),
+            ("entropy bound", lambda item: f"{item[1]['bound']:,}"),
         ],
+        measured.most_rows.items(),
         ["Rows counted are seen rows; each shard also holds its cursor and scan rows."],
     )
-    deflaters = Table(
+
+
+def deflaters_table(measured: CodecMeasured) -> Table:
+    return Table.of(
         f"Deflate back-ends on the v2 base envelope at {ROWS_AT} seen rows (median ms)",
-        ["workload", "back-end", "envelope bytes", "compressed", "/ baseline", "ms"],
         [
-            [
-                item.shape,
-                item.name,
-                _kb(item.envelope_bytes),
-                _kb(item.compressed_bytes),
-                f"{item.compressed_bytes / item.baseline_bytes:.3f}",
-                f"{item.median_ms:.2f}",
-            ]
-            for item in report.deflaters
+            ("workload", lambda item: item.shape),
+            ("back-end", lambda item: item.name),
+            ("envelope bytes", lambda item: _kb(item.envelope_bytes)),
+            ("compressed", lambda item: _kb(item.compressed_bytes)),
+            ("/ baseline", lambda item: f"{item.compressed_bytes / item.baseline_bytes:.3f}"),
+            ("ms", lambda item: f"{item.median_ms:.2f}"),
         ],
-        [
-            "Raw deflate streams of the same envelope bytes, interleaved. The writer uses "
-            "libdeflate level 9: smaller than zlib 9 at a fraction of its time; level 6 is "
-            "faster but larger, level 12 smaller still but several times slower, ISA-L fastest "
-            "but largest. ISA-L rows appear "
-            "when `isal` is installed (pip install isal==1.9.1); it is not a dependency.",
-        ],
+        measured.deflaters,
+        [DEFLATERS_NOTE],
     )
-    return [headline, deflaters, sweep, capacity]
+
+
+def tables(measured: CodecMeasured) -> list[Table]:
+    return [
+        headline_table(measured),
+        deflaters_table(measured),
+        sweep_table(measured),
+        capacity_table(measured),
+    ]
+
+
+# -- targets ----------------------------------------------------------------------------------
+
+BYTES_WHY = (
+    ". Bytes: the run layout stores shared prefixes once per run, not per entry as front coding "
+    "did; libdeflate level 12 would shrink it further at several times the full-encode time"
+)
+DECODE_WHY = (
+    ". Decode: inflate, json.loads, one C-level map per run, and for base64 ids one C call per "
+    "id to re-encode it; the baseline is inflate and json.loads alone, over more bytes"
+)
+
+
+def _target(shape: str, point: Point) -> Target:
+    wanted_bytes = BYTES_TARGET.get(shape, min(BYTES_TARGET.values()))
+    bytes_ok = point.ratio <= wanted_bytes
+    decode_ok = point.decode_ratio <= DECODE_TARGET
+    why = (
+        f"bytes {point.bytes['envelope']:,} vs baseline {point.bytes['baseline']:,} "
+        f"({verdict(point.ratio, wanted_bytes)}); decode "
+        f"{point.decode_ms['envelope']:.1f} ms vs {point.decode_ms['baseline']:.1f} ms "
+        f"({verdict(point.decode_ratio, DECODE_TARGET)})"
+    )
+    why += ("" if bytes_ok else BYTES_WHY) + ("" if decode_ok else DECODE_WHY)
+    return Target(
+        f"codec, {shape} workload ({point.seen_rows} rows)",
+        f"bytes <= {wanted_bytes}x baseline, decode <= {DECODE_TARGET:g}x",
+        f"bytes {point.ratio:.3f}x, decode {point.decode_ratio:.2f}x",
+        bytes_ok and decode_ok,
+        why + ".",
+    )
+
+
+def targets(measured: CodecMeasured) -> list[Target]:
+    return [_target(shape, point) for shape, point in measured.at_5000.items()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition")
-    args = parser.parse_args(argv)
-    report = run(quick=args.quick)
-    for table in report.tables:
-        print(table.markdown())
-    return 0
+    args = parser(__doc__, "small sizes, one repetition").parse_args(argv)
+    return emit(run(quick=args.quick), args)
 
 
 if __name__ == "__main__":

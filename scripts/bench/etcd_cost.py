@@ -16,15 +16,13 @@
    one store persists one changed row a second into a 35,000-row uuid shard until etcd refuses
    (or the time limit passes); each release on its own fresh control plane.
 
-    .venv/bin/python scripts/bench/etcd_cost.py [--quick] [--part wal|budget|nospace ...]
+    PYTHONPATH=scripts .venv/bin/python -m bench.etcd_cost [--quick] [--part wal|budget|nospace ...]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -38,6 +36,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+from bench.report import Report, Table, Target, emit, parser
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     COMPACTION_WINDOW_SECONDS,
@@ -48,8 +47,9 @@ from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
-from checkpoint_testenv.benchreport import Table
 from checkpoint_testenv.controlplane import ControlPlane, EtcdAdmin, running_control_plane
+from checkpoint_testenv.support.timing import nearest_rank_median as median
+from checkpoint_testenv.support.timing import percentile
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -60,16 +60,6 @@ DB = "etcd_mvcc_db_total_size_in_bytes"
 LEASE = "bench-etcd"
 NOSPACE_QUOTA = 64 * 1024 * 1024
 QUOTA_2GIB = DEFAULT_ETCD_QUOTA_BYTES
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    ordered = sorted(values)
-    rank = max(1, math.ceil(len(ordered) * fraction))
-    return ordered[rank - 1]
-
-
-def median(values: Sequence[float]) -> float:
-    return percentile(values, 0.5)
 
 
 # -- the two releases -----------------------------------------------------------------------------
@@ -237,11 +227,10 @@ class BudgetRun:
         return max(self.windows, default=self.total_wal)
 
 
-def measure_budget(
-    plane: ControlPlane, budget: int, shards: int, seconds: float, rows: int
-) -> BudgetRun:
-    """`shards` shards of `rows` uuid rows, every one changed continuously; the Debouncer
-    persists under the budget. etcd's WAL is sampled every 0.5 s; the most bytes in any 10 s."""
+def _budget_store(
+    plane: ControlPlane, budget: int, shards: int, rows: int
+) -> tuple[Store, KubernetesBackend, dict[str, list[str]]]:
+    """A store under the budget with `shards` shards of `rows` uuid rows; its seen keys."""
     namespace = plane.create_namespace("bench-budget")
     backend = KubernetesBackend(plane.configuration(), namespace, LEASE)
     store = Store.open(
@@ -252,12 +241,51 @@ def measure_budget(
         debounce_seconds=0.2,
         write_budget_bytes_per_second=budget,
     )
-    feeds = [f"bench/objectstore/f{index}" for index in range(shards)]
     seen: dict[str, list[str]] = {}
-    for feed in feeds:
+    for feed in [f"bench/objectstore/f{index}" for index in range(shards)]:
         feed_rows = FeedWorkload(feed, rows, "uuid").rows
         store.batch(feed_rows)
         seen[feed] = [key for key in feed_rows if "/seen/" in key]
+    return store, backend, seen
+
+
+def _counted(store: Store) -> tuple[float, float]:
+    """(value bytes written, objects written) so far, from the store's own series."""
+    families = {f.name: f for f in store.metrics.registry.collect()}
+    return tuple(  # type: ignore[return-value]
+        sum(s.value for s in families[name].samples if s.name.endswith("_total"))
+        for name in ("checkpoint_shard_api_bytes_written", "checkpoint_writes")
+    )
+
+
+def _windows(samples: list[tuple[float, float]], span: float = 10.0) -> list[float]:
+    """WAL bytes in every `span`-second window between samples (monotonic s, WAL total)."""
+    windows = []
+    for index, (at, value) in enumerate(samples):
+        later = [v for t, v in samples[index:] if t - at <= span]
+        if samples[-1][0] - at >= span:
+            windows.append(later[-1] - value)
+    return windows
+
+
+def _saturate(store: Store, seen: dict[str, list[str]], seconds: float, errors: list[Any]) -> int:
+    """Change a row of every shard every 20 ms for `seconds` (or until the debouncer fails)."""
+    started = time.monotonic()
+    update = 0
+    while time.monotonic() - started < seconds and not errors:
+        for keys in seen.values():
+            store.set(keys[update % len(keys)], rfc3339_from_ns(EPOCH_NS + 10**18 + update))
+        update += 1
+        time.sleep(0.02)
+    return update
+
+
+def measure_budget(
+    plane: ControlPlane, budget: int, shards: int, seconds: float, rows: int
+) -> BudgetRun:
+    """`shards` shards of `rows` uuid rows, every one changed continuously; the Debouncer
+    persists under the budget. etcd's WAL is sampled every 0.5 s; the most bytes in any 10 s."""
+    store, backend, seen = _budget_store(plane, budget, shards, rows)
     largest = max(CONFIGMAP_VALUE_LIMIT // 8, 0)
     states = store.shard_states()
     largest = max((state.compressed_bytes for state in states.values()), default=largest)
@@ -271,43 +299,26 @@ def measure_budget(
             samples.append((time.monotonic(), etcd.metrics()[WAL]))
             stop.wait(0.5)
 
-    def counted() -> tuple[float, float]:
-        families = {f.name: f for f in store.metrics.registry.collect()}
-        return tuple(  # type: ignore[return-value]
-            sum(s.value for s in families[name].samples if s.name.endswith("_total"))
-            for name in ("checkpoint_shard_api_bytes_written", "checkpoint_writes")
-        )
-
-    value_before, writes_before = counted()
+    value_before, writes_before = _counted(store)
     errors: list[BaseException] = []
     debouncer = Debouncer(store, errors.append)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     debouncer.start()
-    started = time.monotonic()
-    update = 0
-    while time.monotonic() - started < seconds and not errors:
-        for feed in feeds:
-            key = seen[feed][update % len(seen[feed])]
-            store.set(key, rfc3339_from_ns(EPOCH_NS + 10**18 + update))
-        update += 1
-        time.sleep(0.02)
+    update = _saturate(store, seen, seconds, errors)
     debouncer.stop()
     stop.set()
     sampler.join()
-    value_after, writes_after = counted()
+    value_after, writes_after = _counted(store)
     run.value_bytes, run.writes = value_after - value_before, writes_after - writes_before
     backend.close()
     if errors:
         raise ExceptionGroup(
             "the debouncer failed", [e for e in errors if isinstance(e, Exception)]
         )
-    run.updates = update * len(feeds)
+    run.updates = update * len(seen)
     run.total_wal = samples[-1][1] - samples[0][1]
-    for index, (at, value) in enumerate(samples):
-        later = [v for t, v in samples[index:] if t - at <= 10.0]
-        if samples[-1][0] - at >= 10.0:
-            run.windows.append(later[-1] - value)
+    run.windows = _windows(samples)
     return run
 
 
@@ -361,11 +372,10 @@ def measure_nospace(release: str, src: Path, rows: int, limit_seconds: float) ->
 
 
 @dataclass
-class EtcdReport:
+class EtcdMeasured:
     wal: list[WalRun] = field(default_factory=list)
     budget: list[BudgetRun] = field(default_factory=list)
     nospace: list[NospaceRun] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
 
     def find(self, release: str, shape: str, rows: int, changed: int) -> WalRun | None:
         for run in self.wal:
@@ -377,209 +387,194 @@ class EtcdReport:
 WAL_CASES = [("uuid", 35_000, 1), ("uuid", 35_000, 100), ("uuid", 5000, 1), ("old-design", 5000, 1)]
 
 
-def run(
-    plane: ControlPlane | None = None,
-    quick: bool = False,
-    parts: Sequence[str] = ("wal", "budget", "nospace"),
-    v2_rev: str = V2_REV,
-) -> EtcdReport:
-    report = EtcdReport()
+PARTS = ("wal", "budget", "nospace")
+
+
+def _measure_live(
+    plane: ControlPlane, sources: dict[str, Path], quick: bool, parts: Sequence[str]
+) -> EtcdMeasured:
+    """The WAL and budget runs, on one (given) control plane."""
+    measured = EtcdMeasured()
+    if "wal" in parts:
+        for shape, rows, changed in WAL_CASES[:1] if quick else WAL_CASES:
+            persists = 10 if quick else (300 if rows > 10_000 else 100)
+            measured.wal += measure_wal(
+                plane, sources, shape, 500 if quick else rows, changed, persists
+            )
+    if "budget" in parts:
+        measured.budget.append(
+            measure_budget(plane, 262_144, 5 if quick else 50, 12 if quick else 60, 5000)
+        )
+    return measured
+
+
+def measure_all(
+    plane: ControlPlane | None, quick: bool, parts: Sequence[str], v2_rev: str
+) -> EtcdMeasured:
+    measured = EtcdMeasured()
     with release_sources(v2_rev) as sources:
         if "wal" in parts or "budget" in parts:
             with contextlib.ExitStack() as stack:
                 live = plane or stack.enter_context(running_control_plane())
-                if "wal" in parts:
-                    for shape, rows, changed in WAL_CASES[:1] if quick else WAL_CASES:
-                        persists = 10 if quick else (300 if rows > 10_000 else 100)
-                        report.wal += measure_wal(
-                            live, sources, shape, 500 if quick else rows, changed, persists
-                        )
-                if "budget" in parts:
-                    report.budget.append(
-                        measure_budget(live, 262_144, 5 if quick else 50, 12 if quick else 60, 5000)
-                    )
+                measured = _measure_live(live, sources, quick, parts)
         if "nospace" in parts:
             limit = {"v2": 20.0 if quick else 300.0, "v3": 20.0 if quick else 900.0}
             for release, src in sources.items():
-                report.nospace.append(
+                measured.nospace.append(
                     measure_nospace(release, src, 500 if quick else 35_000, limit[release])
                 )
-    report.tables = tables(report)
-    return report
+    return measured
 
 
-def tables(report: EtcdReport) -> list[Table]:
+def run(
+    quick: bool = False,
+    plane: ControlPlane | None = None,
+    parts: Sequence[str] = PARTS,
+    v2_rev: str = V2_REV,
+) -> Report:
+    """What a persist costs etcd, v2 beside v3 (on a control plane of its own without
+    `plane`; the NOSPACE part always starts its own small-quota ones)."""
+    measured = measure_all(plane, quick, parts, v2_rev)
+    return Report(
+        "What a persist costs etcd", tables(measured), targets(measured), measured=measured
+    )
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+WAL_NOTES = [
+    "WAL = etcd_disk_wal_write_bytes_total read from etcd's /metrics right before "
+    "and after each persist (a synchronous batch); the two releases alternate "
+    "persist by persist on one etcd, each in its own process running its own code "
+    f"(v2 = the store at {V2_REV}). The API server's own writes (its lease, "
+    "every 10 s) fall into a window now and then: they show in p99, not p50.",
+    "compressed change = gzip -9 of exactly the changed rows (JSON); "
+    "amplification = WAL / compressed change, per persist. objects = ConfigMaps "
+    "of the store after the first write.",
+    "DB growth = etcd_mvcc_db_total_size_in_bytes over the run, split between the "
+    "releases by their WAL bytes. 2 GiB filled by = 2 GiB / (mean WAL per persist "
+    "x 600 persists): shards persisting once a second whose history fills etcd's "
+    "default quota within one compaction window of the API server (paper).",
+]
+BUDGET_NOTE = (
+    "Every shard (5,000 uuid rows) gets a changed row every 20 ms; the real "
+    "Debouncer (debounce 0.2 s) persists under the budget. WAL sampled every "
+    "0.5 s; windows are 10 s spans between samples. one object = the largest "
+    "stored shard object. WAL also holds etcd's own framing and the objects' "
+    "metadata, which the budget (value bytes) does not count."
+)
+NOSPACE_NOTE = (
+    "A fresh etcd (--quota-backend-bytes 64 MiB) and kube-apiserver with its "
+    "default "
+    "compaction (--etcd-compaction-interval 5m) per release; one synchronous batch "
+    "of 1 changed row a second. DB = etcd_mvcc_db_total_size_in_bytes (the file "
+    "size the quota is checked against)."
+)
+
+
+def wal_table(runs: list[WalRun]) -> Table:
+    return Table.of(
+        "etcd WAL bytes per persist, v2 (one object rewritten) vs v3 (head + chunk "
+        "slots), interleaved",
+        [
+            ("release", lambda run: f"{run.release} ({run.format})"),
+            ("workload", lambda run: f"{run.shape}, {run.rows:,} rows"),
+            ("rows changed", lambda run: str(run.changed)),
+            ("persists", lambda run: str(len(run.wal))),
+            ("objects", lambda run: str(run.objects)),
+            ("WAL / persist p50", lambda run: f"{median(run.wal):,.0f}"),
+            ("p99", lambda run: f"{percentile(run.wal, 0.99):,.0f}"),
+            ("mean", lambda run: f"{run.mean_wal:,.0f}"),
+            ("compressed change p50", lambda run: f"{median(run.change_bytes):,.0f}"),
+            ("amplification p50", lambda run: f"{median(run.amplification):,.1f}x"),
+            ("DB growth / persist", lambda run: f"{run.db_growth:,.0f}"),
+            ("2 GiB filled in 600 s by", lambda run: f"{run.shards_to_fill():,.0f} shards"),
+            ("persist ms p50", lambda run: f"{median(run.ms):.1f}"),
+        ],
+        runs,
+        WAL_NOTES,
+    )
+
+
+def budget_table(runs: list[BudgetRun]) -> Table:
+    return Table.of(
+        "Write budget: etcd WAL bytes in any 10 s window, one store under a saturated load",
+        [
+            ("budget B/s", lambda item: f"{item.budget:,}"),
+            ("shards", lambda item: str(item.shards)),
+            ("seconds", lambda item: f"{item.seconds:g}"),
+            ("updates", lambda item: f"{item.updates:,}"),
+            ("WAL total", lambda item: f"{item.total_wal:,.0f}"),
+            ("WAL / s", lambda item: f"{item.total_wal / item.seconds:,.0f}"),
+            ("max WAL in 10 s", lambda item: f"{item.worst_window:,.0f}"),
+            ("10 x B + one object", lambda item: f"{item.bound:,.0f}"),
+            ("max / bound", lambda item: f"{item.worst_window / item.bound:.2f}"),
+            ("value bytes sent", lambda item: f"{item.value_bytes:,.0f}"),
+            ("writes", lambda item: f"{item.writes:,.0f}"),
+            ("WAL beyond values / write", lambda item: f"{item.overhead_per_write:,.0f}"),
+        ],
+        runs,
+        [BUDGET_NOTE],
+    )
+
+
+def _outcome(item: NospaceRun) -> str:
+    if item.refused:
+        return f"refused ({item.refused})"
+    return f"no NOSPACE within {item.limit_seconds:.0f} s"
+
+
+def nospace_table(runs: list[NospaceRun]) -> Table:
+    return Table.of(
+        "Time to NOSPACE: 64 MiB etcd quota, one 35,000-row uuid shard, 1 changed row/s",
+        [
+            ("release", lambda item: item.release),
+            ("persists", lambda item: str(item.persists)),
+            ("seconds", lambda item: f"{item.seconds:.0f}"),
+            ("outcome", _outcome),
+            ("DB start", lambda item: f"{item.db_start:,.0f}"),
+            ("DB end", lambda item: f"{item.db_end:,.0f}"),
+            ("DB growth / persist", lambda item: f"{item.db_per_persist:,.0f}"),
+        ],
+        runs,
+        [NOSPACE_NOTE],
+    )
+
+
+def tables(measured: EtcdMeasured) -> list[Table]:
     out: list[Table] = []
-    if report.wal:
-        out.append(
-            Table(
-                "etcd WAL bytes per persist, v2 (one object rewritten) vs v3 (head + chunk "
-                "slots), interleaved",
-                [
-                    "release",
-                    "workload",
-                    "rows changed",
-                    "persists",
-                    "objects",
-                    "WAL / persist p50",
-                    "p99",
-                    "mean",
-                    "compressed change p50",
-                    "amplification p50",
-                    "DB growth / persist",
-                    "2 GiB filled in 600 s by",
-                    "persist ms p50",
-                ],
-                [
-                    [
-                        f"{run.release} ({run.format})",
-                        f"{run.shape}, {run.rows:,} rows",
-                        str(run.changed),
-                        str(len(run.wal)),
-                        str(run.objects),
-                        f"{median(run.wal):,.0f}",
-                        f"{percentile(run.wal, 0.99):,.0f}",
-                        f"{run.mean_wal:,.0f}",
-                        f"{median(run.change_bytes):,.0f}",
-                        f"{median(run.amplification):,.1f}x",
-                        f"{run.db_growth:,.0f}",
-                        f"{run.shards_to_fill():,.0f} shards",
-                        f"{median(run.ms):.1f}",
-                    ]
-                    for run in report.wal
-                ],
-                [
-                    "WAL = etcd_disk_wal_write_bytes_total read from etcd's /metrics right before "
-                    "and after each persist (a synchronous batch); the two releases alternate "
-                    "persist by persist on one etcd, each in its own process running its own code "
-                    f"(v2 = the store at {V2_REV}). The API server's own writes (its lease, "
-                    "every 10 s) fall into a window now and then: they show in p99, not p50.",
-                    "compressed change = gzip -9 of exactly the changed rows (JSON); "
-                    "amplification = WAL / compressed change, per persist. objects = ConfigMaps "
-                    "of the store after the first write.",
-                    "DB growth = etcd_mvcc_db_total_size_in_bytes over the run, split between the "
-                    "releases by their WAL bytes. 2 GiB filled by = 2 GiB / (mean WAL per persist "
-                    "x 600 persists): shards persisting once a second whose history fills etcd's "
-                    "default quota within one compaction window of the API server (paper).",
-                ],
-            )
-        )
-    if report.budget:
-        out.append(
-            Table(
-                "Write budget: etcd WAL bytes in any 10 s window, one store under a saturated load",
-                [
-                    "budget B/s",
-                    "shards",
-                    "seconds",
-                    "updates",
-                    "WAL total",
-                    "WAL / s",
-                    "max WAL in 10 s",
-                    "10 x B + one object",
-                    "max / bound",
-                    "value bytes sent",
-                    "writes",
-                    "WAL beyond values / write",
-                ],
-                [
-                    [
-                        f"{item.budget:,}",
-                        str(item.shards),
-                        f"{item.seconds:g}",
-                        f"{item.updates:,}",
-                        f"{item.total_wal:,.0f}",
-                        f"{item.total_wal / item.seconds:,.0f}",
-                        f"{item.worst_window:,.0f}",
-                        f"{item.bound:,.0f}",
-                        f"{item.worst_window / item.bound:.2f}",
-                        f"{item.value_bytes:,.0f}",
-                        f"{item.writes:,.0f}",
-                        f"{item.overhead_per_write:,.0f}",
-                    ]
-                    for item in report.budget
-                ],
-                [
-                    "Every shard (5,000 uuid rows) gets a changed row every 20 ms; the real "
-                    "Debouncer (debounce 0.2 s) persists under the budget. WAL sampled every "
-                    "0.5 s; windows are 10 s spans between samples. one object = the largest "
-                    "stored shard object. WAL also holds etcd's own framing and the objects' "
-                    "metadata, which the budget (value bytes) does not count.",
-                ],
-            )
-        )
-    if report.nospace:
-        out.append(
-            Table(
-                "Time to NOSPACE: 64 MiB etcd quota, one 35,000-row uuid shard, 1 changed row/s",
-                [
-                    "release",
-                    "persists",
-                    "seconds",
-                    "outcome",
-                    "DB start",
-                    "DB end",
-                    "DB growth / persist",
-                ],
-                [
-                    [
-                        item.release,
-                        str(item.persists),
-                        f"{item.seconds:.0f}",
-                        f"refused ({item.refused})"
-                        if item.refused
-                        else f"no NOSPACE within {item.limit_seconds:.0f} s",
-                        f"{item.db_start:,.0f}",
-                        f"{item.db_end:,.0f}",
-                        f"{item.db_per_persist:,.0f}",
-                    ]
-                    for item in report.nospace
-                ],
-                [
-                    "A fresh etcd (--quota-backend-bytes 64 MiB) and kube-apiserver with its "
-                    "default "
-                    "compaction (--etcd-compaction-interval 5m) per release; one synchronous batch "
-                    "of 1 changed row a second. DB = etcd_mvcc_db_total_size_in_bytes (the file "
-                    "size the quota is checked against).",
-                ],
-            )
-        )
+    if measured.wal:
+        out.append(wal_table(measured.wal))
+    if measured.budget:
+        out.append(budget_table(measured.budget))
+    if measured.nospace:
+        out.append(nospace_table(measured.nospace))
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, few persists")
-    parser.add_argument(
-        "--part", action="append", choices=("wal", "budget", "nospace"), help="default: all"
-    )
-    parser.add_argument("--v2-rev", default=V2_REV, help="git revision of the v2 store")
-    parser.add_argument("--json", type=Path, help="also write the raw measurements here")
-    args = parser.parse_args(argv)
-    report = run(
-        quick=args.quick, parts=args.part or ("wal", "budget", "nospace"), v2_rev=args.v2_rev
-    )
-    for table in report.tables:
-        print(table.markdown(), flush=True)
+    found = parser(__doc__, "small sizes, few persists")
+    found.add_argument("--part", action="append", choices=PARTS, help="default: all")
+    found.add_argument("--v2-rev", default=V2_REV, help="git revision of the v2 store")
+    found.add_argument("--json", type=Path, help="also write the raw measurements here")
+    args = found.parse_args(argv)
+    report = run(quick=args.quick, parts=args.part or PARTS, v2_rev=args.v2_rev)
     if args.json:
+        measured = report.measured
         args.json.write_text(
             json.dumps(
                 {
-                    "wal": [vars(r) for r in report.wal],
-                    "budget": [vars(r) for r in report.budget],
-                    "nospace": [vars(r) for r in report.nospace],
+                    "wal": [vars(r) for r in measured.wal],
+                    "budget": [vars(r) for r in measured.budget],
+                    "nospace": [vars(r) for r in measured.nospace],
                 },
                 default=str,
             )
         )
-    return 0
+    return emit(report, args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-# -- targets (all.py judges them) ---------------------------------------------------------------
+# -- targets (all.py writes them into the targets table) --------------------------------------
 
 ONE_ROW_WAL_P50 = 8 * 1024  # WAL bytes per 1-row persist, 35k-row uuid shard, median
 ONE_ROW_WAL_P99 = 64 * 1024
@@ -587,103 +582,122 @@ HUNDRED_ROW_WAL_P50 = 64 * 1024
 AMPLIFICATION_P50 = 50.0  # 1 row, any shard size
 SHARDS_TO_FILL = 250  # busy near-limit shards that fill 2 GiB in one compaction window
 NOSPACE_SECONDS = 900  # no NOSPACE within 15 min on a 64 MiB quota
+AMPLIFICATION_WHY = (
+    "A base small enough to stay inline in the head (one object per collector at stock "
+    "settings) is rewritten with the head on every persist, as in v2; a chunked shard's head "
+    "carries the manifest, the stamps and the delta, plus etcd's own per-revision framing."
+)
 
 
-def targets(report: EtcdReport) -> list[tuple[str, str, str, bool | None, str]]:
-    """(name, wanted, measured, met, why) of every target these measurements decide."""
-    found: list[tuple[str, str, str, bool | None, str]] = []
-    one = report.find("v3", "uuid", 35_000, 1)
-    old = report.find("v2", "uuid", 35_000, 1)
-    if one is not None:
-        p50, p99 = median(one.wal), percentile(one.wal, 0.99)
-        baseline = f"; v2 {median(old.wal):,.0f} B p50" if old is not None else ""
-        found.append(
-            (
-                f"etcd WAL per 1-row persist, 35k-row uuid shard, {len(one.wal)} persists",
-                f"median <= {ONE_ROW_WAL_P50:,} B, p99 <= {ONE_ROW_WAL_P99:,} B",
-                f"{p50:,.0f} B p50, {p99:,.0f} B p99",
-                p50 <= ONE_ROW_WAL_P50 and p99 <= ONE_ROW_WAL_P99,
-                f"v3 writes the head (manifest + delta) on most persists and rewrites the "
-                f"changed chunks at a compaction{baseline}.",
-            )
+def one_row_targets(measured: EtcdMeasured) -> list[Target]:
+    one = measured.find("v3", "uuid", 35_000, 1)
+    if one is None:
+        return []
+    old = measured.find("v2", "uuid", 35_000, 1)
+    p50, p99 = median(one.wal), percentile(one.wal, 0.99)
+    baseline = f"; v2 {median(old.wal):,.0f} B p50" if old is not None else ""
+    shards = one.shards_to_fill()
+    return [
+        Target(
+            f"etcd WAL per 1-row persist, 35k-row uuid shard, {len(one.wal)} persists",
+            f"median <= {ONE_ROW_WAL_P50:,} B, p99 <= {ONE_ROW_WAL_P99:,} B",
+            f"{p50:,.0f} B p50, {p99:,.0f} B p99",
+            p50 <= ONE_ROW_WAL_P50 and p99 <= ONE_ROW_WAL_P99,
+            f"v3 writes the head (manifest + delta) on most persists and rewrites the "
+            f"changed chunks at a compaction{baseline}.",
+        ),
+        Target(
+            "busy near-limit shards that fill a 2 GiB quota in one compaction window (paper)",
+            f">= {SHARDS_TO_FILL}",
+            f"{shards:,.0f}" + (f" (v2: {old.shards_to_fill():.1f})" if old else ""),
+            shards >= SHARDS_TO_FILL,
+            "2 GiB / (mean WAL per 1-row persist of the 35k-row uuid shard x 600 persists).",
+        ),
+    ]
+
+
+def hundred_rows_targets(measured: EtcdMeasured) -> list[Target]:
+    hundred = measured.find("v3", "uuid", 35_000, 100)
+    if hundred is None:
+        return []
+    p50 = median(hundred.wal)
+    return [
+        Target(
+            f"etcd WAL per 100-row persist, 35k-row uuid shard, {len(hundred.wal)} persists",
+            f"median <= {HUNDRED_ROW_WAL_P50:,} B",
+            f"{p50:,.0f} B p50",
+            p50 <= HUNDRED_ROW_WAL_P50,
+            "the head carries the delta of every row changed since the last compaction.",
         )
-    hundred = report.find("v3", "uuid", 35_000, 100)
-    if hundred is not None:
-        p50 = median(hundred.wal)
-        found.append(
-            (
-                f"etcd WAL per 100-row persist, 35k-row uuid shard, {len(hundred.wal)} persists",
-                f"median <= {HUNDRED_ROW_WAL_P50:,} B",
-                f"{p50:,.0f} B p50",
-                p50 <= HUNDRED_ROW_WAL_P50,
-                "the head carries the delta of every row changed since the last compaction.",
-            )
+    ]
+
+
+def amplification_targets(measured: EtcdMeasured) -> list[Target]:
+    ones = [run for run in measured.wal if run.release == "v3" and run.changed == 1]
+    if not ones:
+        return []
+    worst = max(ones, key=lambda run: median(run.amplification))
+    return [
+        Target(
+            "amplification (WAL / compressed change), 1 row, any shard size, median",
+            f"<= {AMPLIFICATION_P50:g}x",
+            ", ".join(f"{r.shape} {r.rows:,}: {median(r.amplification):.1f}x" for r in ones),
+            all(median(r.amplification) <= AMPLIFICATION_P50 for r in ones),
+            f"worst: {worst.shape} {worst.rows:,} rows ({worst.objects} object(s)). "
+            + AMPLIFICATION_WHY,
         )
-    ones = [run for run in report.wal if run.release == "v3" and run.changed == 1]
-    if ones:
-        worst = max(ones, key=lambda run: median(run.amplification))
-        found.append(
-            (
-                "amplification (WAL / compressed change), 1 row, any shard size, median",
-                f"<= {AMPLIFICATION_P50:g}x",
-                ", ".join(f"{r.shape} {r.rows:,}: {median(r.amplification):.1f}x" for r in ones),
-                all(median(r.amplification) <= AMPLIFICATION_P50 for r in ones),
-                f"worst: {worst.shape} {worst.rows:,} rows ({worst.objects} object(s)). A base "
-                "small enough to stay inline in the head (one object per collector at stock "
-                "settings) is rewritten with the head on every persist, as in v2; a chunked "
-                "shard's head carries the manifest, the stamps and the delta, plus etcd's own "
-                "per-revision framing.",
-            )
+    ]
+
+
+def budget_target(item: BudgetRun) -> Target:
+    worst_window = item.worst_window
+    return Target(
+        f"write budget {item.budget:,} B/s: etcd WAL in any 10 s, {item.shards} saturated shards",
+        "<= 10 x B + one object's size",
+        f"{worst_window:,.0f} B (bound {item.bound:,.0f})",
+        worst_window <= item.bound,
+        f"{item.updates:,} updates over {item.seconds:g} s, WAL sampled every 0.5 s; "
+        f"mean {item.total_wal / item.seconds:,.0f} B/s. The budget counts ConfigMap "
+        f"value bytes ({item.value_bytes:,.0f} sent); the WAL also carries every "
+        f"write's metadata and etcd's framing ({item.overhead_per_write:,.0f} B a "
+        f"write, {item.writes:,.0f} writes). Against one object of the ConfigMap limit "
+        f"({CONFIGMAP_VALUE_LIMIT:,} B) the bound is "
+        f"{10 * item.budget + CONFIGMAP_VALUE_LIMIT:,} B.",
+    )
+
+
+def nospace_target(item: NospaceRun, baseline: NospaceRun | None) -> Target:
+    return Target(
+        "time to NOSPACE: 64 MiB quota, one 35k-row shard, 1 row/s",
+        f"none within {NOSPACE_SECONDS // 60} min",
+        f"refused after {item.seconds:.0f} s"
+        if item.refused
+        else f"none within {item.seconds:.0f} s",
+        (not item.refused and item.seconds >= NOSPACE_SECONDS)
+        if item.limit_seconds >= NOSPACE_SECONDS
+        else None,
+        (
+            f"v2 refused after {baseline.seconds:.0f} s ({baseline.persists} persists); "
+            if baseline and baseline.refused
+            else ""
         )
-    if one is not None:
-        shards = one.shards_to_fill()
-        found.append(
-            (
-                "busy near-limit shards that fill a 2 GiB quota in one compaction window (paper)",
-                f">= {SHARDS_TO_FILL}",
-                f"{shards:,.0f}" + (f" (v2: {old.shards_to_fill():.1f})" if old else ""),
-                shards >= SHARDS_TO_FILL,
-                "2 GiB / (mean WAL per 1-row persist of the 35k-row uuid shard x 600 persists).",
-            )
-        )
-    for item in report.budget:
-        worst_window = item.worst_window
-        found.append(
-            (
-                f"write budget {item.budget:,} B/s: etcd WAL in any 10 s, {item.shards} saturated "
-                "shards",
-                "<= 10 x B + one object's size",
-                f"{worst_window:,.0f} B (bound {item.bound:,.0f})",
-                worst_window <= item.bound,
-                f"{item.updates:,} updates over {item.seconds:g} s, WAL sampled every 0.5 s; "
-                f"mean {item.total_wal / item.seconds:,.0f} B/s. The budget counts ConfigMap "
-                f"value bytes ({item.value_bytes:,.0f} sent); the WAL also carries every "
-                f"write's metadata and etcd's framing ({item.overhead_per_write:,.0f} B a "
-                f"write, {item.writes:,.0f} writes). Against one object of the ConfigMap limit "
-                f"({CONFIGMAP_VALUE_LIMIT:,} B) the bound is "
-                f"{10 * item.budget + CONFIGMAP_VALUE_LIMIT:,} B.",
-            )
-        )
-    for item in report.nospace:
-        if item.release != "v3":
-            continue
-        baseline = next((n for n in report.nospace if n.release == "v2"), None)
-        found.append(
-            (
-                "time to NOSPACE: 64 MiB quota, one 35k-row shard, 1 row/s",
-                f"none within {NOSPACE_SECONDS // 60} min",
-                f"refused after {item.seconds:.0f} s"
-                if item.refused
-                else f"none within {item.seconds:.0f} s",
-                (not item.refused and item.seconds >= NOSPACE_SECONDS)
-                if item.limit_seconds >= NOSPACE_SECONDS
-                else None,
-                (
-                    f"v2 refused after {baseline.seconds:.0f} s ({baseline.persists} persists); "
-                    if baseline and baseline.refused
-                    else ""
-                )
-                + f"DB growth {item.db_per_persist:,.0f} B per persist.",
-            )
-        )
-    return found
+        + f"DB growth {item.db_per_persist:,.0f} B per persist.",
+    )
+
+
+def targets(measured: EtcdMeasured) -> list[Target]:
+    """Every target these measurements decide, in the order of the targets table."""
+    one = one_row_targets(measured)
+    baseline = next((n for n in measured.nospace if n.release == "v2"), None)
+    return [
+        *one[:1],
+        *hundred_rows_targets(measured),
+        *amplification_targets(measured),
+        *one[1:],
+        *map(budget_target, measured.budget),
+        *(nospace_target(item, baseline) for item in measured.nospace if item.release == "v3"),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,27 +6,29 @@ listed) and one full first poll (list, read every object, emit, checkpoint every
 file store: objects/s checkpointed). The same objects in a local folder (file://) are the
 baseline, run interleaved with the S3 rounds; the ratio column is S3 over that baseline.
 
-    .venv/bin/python scripts/bench/objectstore_s3.py [--objects 10000] [--rounds 3]
+    PYTHONPATH=scripts .venv/bin/python -m bench.objectstore_s3 [--quick] [--objects N] [--rounds N]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.report import Report, Table, emit, parser
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
 from checkpoint_runtime.constants import DEFAULT_MAX_SEEN_KEYS
-from checkpoint_runtime.ops.inspection import table
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import s3server
+
+Medians = dict[str, dict[str, float]]
 
 
 class CountingSink:
@@ -72,11 +74,22 @@ def measure(url: str, endpoint: str | None, work: Path, objects: int) -> dict[st
     return {"list_s": list_seconds, "poll_s": poll_seconds}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--objects", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+def _upload(server: Any, bucket: str, folder: Path, objects: int) -> float:
+    """The objects into the bucket and the folder; seconds the upload took."""
+    all_names = names(objects)
+    print(f"bench-s3: uploading {objects} objects", file=sys.stderr)
+    begun = time.perf_counter()
+    server.put_many(bucket, [(f"feed/{n}", body(n)) for n in all_names])
+    upload_seconds = time.perf_counter() - begun
+    for name in all_names:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body(name))
+    return upload_seconds
+
+
+def measure_rounds(objects: int, rounds: int) -> tuple[Medians, float]:
+    """(medians of list and first-poll seconds per source, upload seconds)."""
     with tempfile.TemporaryDirectory(prefix="bench-s3-") as scratch:
         work = Path(scratch)
         print("bench-s3: locating or building weed", file=sys.stderr)
@@ -84,59 +97,60 @@ def main() -> int:
         try:
             os.environ.update(server.env())
             bucket = server.create_bucket("bench")
-            all_names = names(args.objects)
-            print(f"bench-s3: uploading {args.objects} objects", file=sys.stderr)
-            begun = time.perf_counter()
-            server.put_many(bucket, [(f"feed/{n}", body(n)) for n in all_names])
-            upload_seconds = time.perf_counter() - begun
             folder = work / "folder"
-            for name in all_names:
-                path = folder / name
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(body(name))
+            upload_seconds = _upload(server, bucket, folder, objects)
             results: dict[str, list[dict[str, float]]] = {"s3": [], "file": []}
-            for round_number in range(1, args.rounds + 1):
-                print(f"bench-s3: round {round_number}/{args.rounds}", file=sys.stderr)
-                results["s3"].append(
-                    measure(f"s3://{bucket}/feed", server.endpoint, work, args.objects)
-                )
-                results["file"].append(measure(folder.as_uri(), None, work, args.objects))
+            for round_number in range(1, rounds + 1):
+                print(f"bench-s3: round {round_number}/{rounds}", file=sys.stderr)
+                results["s3"].append(measure(f"s3://{bucket}/feed", server.endpoint, work, objects))
+                results["file"].append(measure(folder.as_uri(), None, work, objects))
         finally:
             server.stop()
-    rows = []
     median = {
         kind: {key: statistics.median(r[key] for r in runs) for key in ("list_s", "poll_s")}
         for kind, runs in results.items()
     }
-    for kind in ("s3", "file"):
-        m = median[kind]
-        rows.append(
-            {
-                "source": "SeaweedFS s3://" if kind == "s3" else "local folder (baseline)",
-                "objects": args.objects,
-                "list_s": round(m["list_s"], 2),
-                "listed_per_s": round(args.objects / m["list_s"]),
-                "poll_s": round(m["poll_s"], 2),
-                "checkpointed_per_s": round(args.objects / m["poll_s"]),
-                "ratio": round(median["file"]["poll_s"] / m["poll_s"], 2),
-            }
-        )
-    columns = [
-        ("source", "source"),
-        ("objects", "objects"),
-        ("list_s", "list s"),
-        ("listed_per_s", "listed/s"),
-        ("poll_s", "first poll s"),
-        ("checkpointed_per_s", "checkpointed/s"),
-        ("ratio", "vs baseline"),
-    ]
-    print(table(rows, columns))
-    print(
-        f"\nmedians of {args.rounds} interleaved rounds; upload of {args.objects} objects with "
-        f"8 threads: {upload_seconds:.1f} s ({args.objects / upload_seconds:.0f}/s); "
-        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    return median, upload_seconds
+
+
+def run(quick: bool = False, objects: int = 10_000, rounds: int = 3) -> Report:
+    """S3 scan throughput beside a local folder (500 objects, one round with `quick`)."""
+    objects, rounds = (500, 1) if quick else (objects, rounds)
+    median, upload_seconds = measure_rounds(objects, rounds)
+    table = Table.of(
+        "Object-store scan throughput",
+        [
+            (
+                "source",
+                lambda kind: "SeaweedFS s3://" if kind == "s3" else "local folder (baseline)",
+            ),
+            ("objects", lambda kind: str(objects)),
+            ("list s", lambda kind: str(round(median[kind]["list_s"], 2))),
+            ("listed/s", lambda kind: str(round(objects / median[kind]["list_s"]))),
+            ("first poll s", lambda kind: str(round(median[kind]["poll_s"], 2))),
+            ("checkpointed/s", lambda kind: str(round(objects / median[kind]["poll_s"]))),
+            (
+                "vs baseline",
+                lambda kind: str(round(median["file"]["poll_s"] / median[kind]["poll_s"], 2)),
+            ),
+        ],
+        ["s3", "file"],
+        [
+            f"medians of {rounds} interleaved rounds; upload of {objects} objects with "
+            f"8 threads: {upload_seconds:.1f} s ({objects / upload_seconds:.0f}/s); "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        ],
     )
-    return 0
+    return Report("Object-store scan throughput", [table])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    found = parser(__doc__, "500 objects, one round")
+    found.set_defaults(format="text")
+    found.add_argument("--objects", type=int, default=10_000)
+    found.add_argument("--rounds", type=int, default=3)
+    args = found.parse_args(argv)
+    return emit(run(args.quick, args.objects, args.rounds), args)
 
 
 if __name__ == "__main__":

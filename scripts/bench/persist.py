@@ -12,12 +12,11 @@
 
 Without a ControlPlane argument, `run` starts its own (scripts/testenv/build.sh binaries).
 
-    .venv/bin/python scripts/bench/persist.py [--quick]
+    PYTHONPATH=scripts .venv/bin/python -m bench.persist [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import copy
@@ -34,6 +33,7 @@ from typing import Any
 
 from kubernetes import client
 
+from bench.report import Report, Table, emit, parser
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import LEGACY_DATA_KEY, SHARD_DATA_KEY
 from checkpoint_runtime.format import codec
@@ -47,8 +47,8 @@ from checkpoint_runtime.format.reference_rows import (
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
-from checkpoint_testenv.benchreport import Table, timed_ms
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane
+from checkpoint_testenv.support.timing import percentile, rotated, timed_ms
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
@@ -155,13 +155,6 @@ class RequestLog:
             return self.methods["PUT"] + self.methods["POST"], self.body_bytes
 
 
-def _percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile (p99 of 200 samples is the 198th smallest)."""
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * fraction // 1))
-    return ordered[int(rank) - 1]
-
-
 def _raw_client(plane: ControlPlane, host: str | None = None) -> client.ApiClient:
     configuration = copy.deepcopy(plane.configuration(host=host))
     configuration.retries = 0
@@ -186,12 +179,12 @@ class Latency:
     blob_bytes: int
 
     def p(self, what: str, fraction: float) -> float:
-        return _percentile(self.samples[what], fraction)
+        return percentile(self.samples[what], fraction)
 
     def without_encode(self, fraction: float = 0.5) -> float:
         """Store time minus the encode of the same iteration: the write path alone."""
         paired = [s - e for s, e in zip(self.samples["store"], self.samples["encode"], strict=True)]
-        return _percentile(paired, fraction)
+        return percentile(paired, fraction)
 
 
 def measure_latency(plane: ControlPlane, shape: str, iterations: int, seen_rows: int) -> Latency:
@@ -233,9 +226,8 @@ def measure_latency(plane: ControlPlane, shape: str, iterations: int, seen_rows:
             ("raw", raw_put),
             ("encode", lambda current=current: codec.encode_shard(FEED, current)),
         ]
-        shift = iteration % len(steps)
         gc.collect()
-        for name, call in steps[shift:] + steps[:shift]:
+        for name, call in rotated(steps, iteration):
             samples[name].append(timed_ms(call))
         raw_version = answers[0].metadata.resource_version
         if store.dirty_shards():
@@ -349,22 +341,12 @@ class WindowCount:
 
     def interval(self, fraction: float) -> float:
         gaps = [b - a for a, b in zip(self.starts, self.starts[1:], strict=False)]
-        return _percentile(gaps, fraction) if gaps else float("nan")
+        return percentile(gaps, fraction) if gaps else float("nan")
 
 
-def measure_windows(
-    plane: ControlPlane, label: str, updated: int, seconds: float, idle: float, seen_rows: int
-) -> WindowCount:
-    """Steady updates to `updated` of 4 shards; the real Debouncer persists."""
-    debounce = 0.25
-    namespace = plane.create_namespace("bench-debounce")
-    store = _new_store(plane, namespace, debounce_seconds=debounce)
-    rows = Configuration("bench", tailnets=1, feeds_per_tailnet=3).rows(seen_rows=seen_rows)
-    store.batch(rows)
-    log = RequestLog(store.backend.api_client)  # type: ignore[attr-defined]
-    shards = sorted(store.shard_states())
-    targets = [shard for shard in shards if "/objectstore/" in shard][:updated]
-    result = WindowCount(label, len(shards), updated, debounce)
+def _count_windows(store: Store, log: RequestLog, result: WindowCount) -> None:
+    """Wrap the store's persist_due (and its budget's admit) to count each window's writes
+    against the dirty set persist_due itself admitted."""
     persist_due, admit = store.persist_due, store.budget.admit
     window = threading.local()
 
@@ -395,18 +377,39 @@ def measure_windows(
 
     store.budget.admit = recorded_admit  # type: ignore[method-assign]
     store.persist_due = counted_persist_due  # type: ignore[method-assign]
-    errors: list[BaseException] = []
-    debouncer = Debouncer(store, errors.append)
-    debouncer.start()
+
+
+def _steady_updates(store: Store, targets: list[str], seconds: float) -> int:
+    """A changed row in every target shard every 5 ms for `seconds`; rows changed."""
     started = time.monotonic()
     update = 0
-    writes_at_start = log.writes()
     while time.monotonic() - started < seconds:
         for shard in targets:
             store.set(f"{shard}/seen/update-{update % 50}", rfc3339_from_ns(EPOCH_NS + update))
         update += 1
         time.sleep(0.005)
-    result.updates = update * len(targets)
+    return update * len(targets)
+
+
+def measure_windows(
+    plane: ControlPlane, label: str, updated: int, seconds: float, idle: float, seen_rows: int
+) -> WindowCount:
+    """Steady updates to `updated` of 4 shards; the real Debouncer persists."""
+    debounce = 0.25
+    namespace = plane.create_namespace("bench-debounce")
+    store = _new_store(plane, namespace, debounce_seconds=debounce)
+    rows = Configuration("bench", tailnets=1, feeds_per_tailnet=3).rows(seen_rows=seen_rows)
+    store.batch(rows)
+    log = RequestLog(store.backend.api_client)  # type: ignore[attr-defined]
+    shards = sorted(store.shard_states())
+    targets = [shard for shard in shards if "/objectstore/" in shard][:updated]
+    result = WindowCount(label, len(shards), updated, debounce)
+    _count_windows(store, log, result)
+    errors: list[BaseException] = []
+    debouncer = Debouncer(store, errors.append)
+    debouncer.start()
+    writes_at_start = log.writes()
+    result.updates = _steady_updates(store, targets, seconds)
     deadline = time.monotonic() + 10 * debounce
     while store.dirty_shards() and time.monotonic() < deadline:
         time.sleep(debounce / 10)
@@ -429,21 +432,17 @@ def measure_windows(
 
 
 @dataclass
-class PersistReport:
+class PersistMeasured:
     latency: list[Latency]
     bytes_per_row: list[BytesPerRow]
     windows: list[WindowCount]
-    tables: list[Table] = field(default_factory=list)
 
     def overhead(self, shape: str, fraction: float = 0.5) -> float:
         latency = next(item for item in self.latency if item.shape == shape)
         return latency.p("store", fraction) / latency.p("raw", fraction)
 
 
-def run(plane: ControlPlane | None = None, quick: bool = False) -> PersistReport:
-    if plane is None:
-        with running_control_plane() as own:
-            return run(own, quick)
+def measure_all(plane: ControlPlane, quick: bool = False) -> PersistMeasured:
     # --quick: smoke sizes (a 500-row shard), so the smoke test stays fast; not figures.
     iterations, seen_rows = (3, 500) if quick else (150, ROWS_AT)
     shapes = ("uuid",) if quick else ("uuid", "old-design")
@@ -472,149 +471,128 @@ def run(plane: ControlPlane | None = None, quick: bool = False) -> PersistReport
         )
         for updated in ((1,) if quick else (1, 3))
     ]
-    report = PersistReport(latency, bytes_per_row, windows_counts)
-    report.tables = tables(report)
-    return report
+    return PersistMeasured(latency, bytes_per_row, windows_counts)
 
 
-def tables(report: PersistReport) -> list[Table]:
-    latency = Table(
+def run(quick: bool = False, plane: ControlPlane | None = None) -> Report:
+    """Persist cost on the real API server (one of its own without `plane`)."""
+    if plane is None:
+        with running_control_plane() as own:
+            return run(quick, own)
+    measured = measure_all(plane, quick)
+    return Report("Persist cost", tables(measured), measured=measured)
+
+
+LATENCY_NOTES = [
+    "store = Store.flush() after one set(): the stored base plus a delta of the rows "
+    "changed since (a new base past the compaction bound), RV-guarded replace, "
+    "bookkeeping. raw PUT = replace_namespaced_config_map of a whole-shard blob "
+    "(codec.encode_shard) and the store's annotations (retries=0, same Python client). "
+    "encode = codec.encode_shard alone: what a new base (compaction) costs. The three "
+    "alternate in one process, the order rotating per iteration.",
+    "Overhead = store / raw PUT at the same percentile. (store - encode): per iteration, "
+    "the store's time minus that iteration's encode alone - the guarded write path "
+    "without the re-encode, against the raw PUT.",
+]
+BYTES_NOTES = [
+    "wire = TLS bytes client -> API server counted by a TCP relay (HTTP headers, TLS "
+    "framing included); body = HTTP request body bytes recorded at the client's urllib3 "
+    "pool; recv = bytes back (the PUT answer echoes the whole object).",
+    "Each write changes N rows of one feed; sharded persists only that feed's shard "
+    "(Store.flush), legacy rewrites the whole map (the old release's encode_legacy).",
+]
+WINDOWS_NOTES = [
+    "writes = PUT/POST requests the store's client sent (urllib3 pool wrapper). A window "
+    "is one persist_due() that persisted; 'over budget' counts windows that wrote more "
+    "shards than the dirty set it persisted; 'stray' counts writes outside windows.",
+    "A window interval below the debounce means rows changed during a write were "
+    "persisted by the next tick without waiting a full debounce: after a write the "
+    "still-dirty shard keeps its dirty_since from before the write (store/core.py).",
+]
+
+
+def _overhead(item: Latency, fraction: float) -> str:
+    return f"{item.p('store', fraction) / item.p('raw', fraction):.2f}x"
+
+
+def latency_table(measured: PersistMeasured) -> Table:
+    return Table.of(
         "Persist latency of one dirty shard vs a raw PUT of the same bytes (ms)",
         [
-            "workload",
-            "seen rows",
-            "samples",
-            "shard bytes",
-            "store p50",
-            "store p99",
-            "raw PUT p50",
-            "raw PUT p99",
-            "encode p50",
-            "overhead p50",
-            "overhead p99",
-            "(store - encode) / raw p50",
+            ("workload", lambda item: item.shape),
+            ("seen rows", lambda item: f"{item.seen_rows:,}"),
+            ("samples", lambda item: str(len(item.samples["store"]))),
+            ("shard bytes", lambda item: f"{item.blob_bytes:,}"),
+            ("store p50", lambda item: f"{item.p('store', 0.5):.1f}"),
+            ("store p99", lambda item: f"{item.p('store', 0.99):.1f}"),
+            ("raw PUT p50", lambda item: f"{item.p('raw', 0.5):.1f}"),
+            ("raw PUT p99", lambda item: f"{item.p('raw', 0.99):.1f}"),
+            ("encode p50", lambda item: f"{item.p('encode', 0.5):.1f}"),
+            ("overhead p50", lambda item: _overhead(item, 0.5)),
+            ("overhead p99", lambda item: _overhead(item, 0.99)),
+            (
+                "(store - encode) / raw p50",
+                lambda item: f"{item.without_encode() / item.p('raw', 0.5):.2f}x",
+            ),
         ],
-        [
-            [
-                item.shape,
-                f"{item.seen_rows:,}",
-                str(len(item.samples["store"])),
-                f"{item.blob_bytes:,}",
-                f"{item.p('store', 0.5):.1f}",
-                f"{item.p('store', 0.99):.1f}",
-                f"{item.p('raw', 0.5):.1f}",
-                f"{item.p('raw', 0.99):.1f}",
-                f"{item.p('encode', 0.5):.1f}",
-                f"{report.overhead(item.shape, 0.5):.2f}x",
-                f"{report.overhead(item.shape, 0.99):.2f}x",
-                f"{item.without_encode() / item.p('raw', 0.5):.2f}x",
-            ]
-            for item in report.latency
-        ],
-        [
-            "store = Store.flush() after one set(): the stored base plus a delta of the rows "
-            "changed since (a new base past the compaction bound), RV-guarded replace, "
-            "bookkeeping. raw PUT = replace_namespaced_config_map of a whole-shard blob "
-            "(codec.encode_shard) and the store's annotations (retries=0, same Python client). "
-            "encode = codec.encode_shard alone: what a new base (compaction) costs. The three "
-            "alternate in one process, the order rotating per iteration.",
-            "Overhead = store / raw PUT at the same percentile. (store - encode): per iteration, "
-            "the store's time minus that iteration's encode alone - the guarded write path "
-            "without the re-encode, against the raw PUT.",
-        ],
+        measured.latency,
+        LATENCY_NOTES,
     )
-    sent = Table(
+
+
+def bytes_table(measured: PersistMeasured) -> Table:
+    return Table.of(
         "Bytes sent to the API per changed row: sharded vs the legacy single ConfigMap",
         [
-            "state",
-            "shards",
-            "legacy value bytes",
-            "rows changed / write",
-            "sharded wire B/row",
-            "legacy wire B/row",
-            "legacy / sharded",
-            "sharded body B/row",
-            "legacy body B/row",
-            "sharded recv B/row",
-            "legacy recv B/row",
+            ("state", lambda item: item.label),
+            ("shards", lambda item: str(item.shards)),
+            ("legacy value bytes", lambda item: f"{item.legacy_value_bytes:,}"),
+            ("rows changed / write", lambda item: str(item.changed_per_window)),
+            ("sharded wire B/row", lambda item: f"{item.sharded_wire:,.0f}"),
+            ("legacy wire B/row", lambda item: f"{item.legacy_wire:,.0f}"),
+            ("legacy / sharded", lambda item: f"{item.legacy_wire / item.sharded_wire:.1f}x"),
+            ("sharded body B/row", lambda item: f"{item.sharded_body:,.0f}"),
+            ("legacy body B/row", lambda item: f"{item.legacy_body:,.0f}"),
+            ("sharded recv B/row", lambda item: f"{item.sharded_received:,.0f}"),
+            ("legacy recv B/row", lambda item: f"{item.legacy_received:,.0f}"),
         ],
-        [
-            [
-                item.label,
-                str(item.shards),
-                f"{item.legacy_value_bytes:,}",
-                str(item.changed_per_window),
-                f"{item.sharded_wire:,.0f}",
-                f"{item.legacy_wire:,.0f}",
-                f"{item.legacy_wire / item.sharded_wire:.1f}x",
-                f"{item.sharded_body:,.0f}",
-                f"{item.legacy_body:,.0f}",
-                f"{item.sharded_received:,.0f}",
-                f"{item.legacy_received:,.0f}",
-            ]
-            for item in report.bytes_per_row
-        ],
-        [
-            "wire = TLS bytes client -> API server counted by a TCP relay (HTTP headers, TLS "
-            "framing included); body = HTTP request body bytes recorded at the client's urllib3 "
-            "pool; recv = bytes back (the PUT answer echoes the whole object).",
-            "Each write changes N rows of one feed; sharded persists only that feed's shard "
-            "(Store.flush), legacy rewrites the whole map (the old release's encode_legacy).",
-        ],
+        measured.bytes_per_row,
+        BYTES_NOTES,
     )
-    windows = Table(
+
+
+def windows_table(measured: PersistMeasured) -> Table:
+    return Table.of(
         "API writes per debounce window under steady updates (Debouncer thread, real server)",
         [
-            "scenario",
-            "debounce s",
-            "updates",
-            "windows",
-            "window interval min / p50 s",
-            "writes",
-            "max writes / window",
-            "max dirty shards",
-            "windows over budget",
-            "stray writes",
-            "idle s",
-            "writes while idle",
+            ("scenario", lambda item: item.label),
+            ("debounce s", lambda item: f"{item.debounce_seconds:g}"),
+            ("updates", lambda item: f"{item.updates:,}"),
+            ("windows", lambda item: str(item.windows)),
+            (
+                "window interval min / p50 s",
+                lambda item: f"{item.interval(0.0):.3f} / {item.interval(0.5):.3f}",
+            ),
+            ("writes", lambda item: str(item.writes)),
+            ("max writes / window", lambda item: str(item.max_writes)),
+            ("max dirty shards", lambda item: str(item.max_dirty)),
+            ("windows over budget", lambda item: str(item.over_budget)),
+            ("stray writes", lambda item: str(item.stray_writes)),
+            ("idle s", lambda item: f"{item.idle_seconds:g}"),
+            ("writes while idle", lambda item: str(item.idle_writes)),
         ],
-        [
-            [
-                item.label,
-                f"{item.debounce_seconds:g}",
-                f"{item.updates:,}",
-                str(item.windows),
-                f"{item.interval(0.0):.3f} / {item.interval(0.5):.3f}",
-                str(item.writes),
-                str(item.max_writes),
-                str(item.max_dirty),
-                str(item.over_budget),
-                str(item.stray_writes),
-                f"{item.idle_seconds:g}",
-                str(item.idle_writes),
-            ]
-            for item in report.windows
-        ],
-        [
-            "writes = PUT/POST requests the store's client sent (urllib3 pool wrapper). A window "
-            "is one persist_due() that persisted; 'over budget' counts windows that wrote more "
-            "shards than the dirty set it persisted; 'stray' counts writes outside windows.",
-            "A window interval below the debounce means rows changed during a write were "
-            "persisted by the next tick without waiting a full debounce: after a write the "
-            "still-dirty shard keeps its dirty_since from before the write (store/core.py).",
-        ],
+        measured.windows,
+        WINDOWS_NOTES,
     )
-    return [latency, sent, windows]
 
 
-def main(argv: Sequence[str] | None = None, plane: ControlPlane | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="few iterations, one size")
-    args = parser.parse_args(argv)
-    report = run(plane, quick=args.quick)
-    for table in report.tables:
-        print(table.markdown())
-    return 0
+def tables(measured: PersistMeasured) -> list[Table]:
+    return [latency_table(measured), bytes_table(measured), windows_table(measured)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser(__doc__, "few iterations, one size").parse_args(argv)
+    return emit(run(quick=args.quick), args)
 
 
 if __name__ == "__main__":

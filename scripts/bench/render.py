@@ -9,11 +9,12 @@ variants), interleaved document by document so machine load hits both alike:
 A breakdown of the in-process gate's stages follows, then a one-shot comparison of CPU time:
 `checkpoint-runtime gate --matrix` as a fresh process against the CLI pipeline over the same
 values documents. Prints tables; asserts nothing (performance is measured here, never in tests).
+
+    PYTHONPATH=scripts .venv/bin/python -m bench.render [--quick] [--rounds N]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -22,18 +23,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bench.report import Report, Table, Target, emit, parser
 from checkpoint_gate.engine import Mode
 from checkpoint_gate.paths import CHART_DIR, CI_VALUES_DIR, POLICY_DIR
 from checkpoint_gate.pipeline import Gate
 from checkpoint_testenv import binaries, policytools
 
 Values = dict[str, Any]
+RENDER_TARGET = 20.0  # in-process gate throughput against the CLI pipeline's
+CLI = "CLI: helm template + conftest test + conftest test --combine"
+GATE = "in-process gate (render, schemas, policies)"
+OWN_PROCESS = True
+"""all.py runs this benchmark in a process of its own: the in-process gate is timed in a fresh
+interpreter, not in one holding every other benchmark's data."""
 
 
 def documents() -> list[Values]:
@@ -82,14 +90,18 @@ def interleaved(
     return times
 
 
-def row(label: str, seconds: list[float], baseline: list[float]) -> str:
+def row(label: str, seconds: list[float], baseline: list[float]) -> list[str]:
     median = statistics.median(seconds) * 1000
     p95 = sorted(seconds)[max(0, int(len(seconds) * 0.95) - 1)] * 1000
     ratio = statistics.median(baseline) / statistics.median(seconds)
-    return (
-        f"| {label} | {len(seconds)} | {len(seconds) / sum(seconds):.1f} | {median:.1f} "
-        f"| {p95:.1f} | {ratio:.1f}x |"
-    )
+    return [
+        label,
+        str(len(seconds)),
+        f"{len(seconds) / sum(seconds):.1f}",
+        f"{median:.1f}",
+        f"{p95:.1f}",
+        f"{ratio:.1f}x",
+    ]
 
 
 def children_cpu() -> float:
@@ -115,10 +127,35 @@ def one_shot(pipeline: CliPipeline) -> tuple[float, float, float, float]:
     return gate_cpu, gate_wall, children_cpu() - cpu, time.perf_counter() - wall
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="passes over the documents")
-    args = parser.parse_args()
+def stages(gate: Gate, pipeline: CliPipeline) -> dict[str, Callable[[Values], object]]:
+    """The pipelines timed side by side: the CLI, the whole gate, and the gate's stages."""
+    sdk = gate.renderer
+
+    def render(values: Values) -> object:
+        return sdk.render(values)
+
+    def render_and_schema(values: Values) -> object:
+        gate.schema.violations(gate._sdk.merged_values(values))
+        return sdk.render(values)
+
+    def kubernetes(values: Values) -> object:
+        return gate.kubernetes_findings(sdk.render(values))
+
+    def policies(values: Values) -> object:
+        return gate.policies.evaluate(sdk.render(values), [Mode.DOCUMENT, Mode.COMBINED])
+
+    return {
+        CLI: pipeline.run,
+        GATE: gate.run,
+        "  stage: SDK render": render,
+        "  stage: render + values schema": render_and_schema,
+        "  stage: render + Kubernetes schemas": kubernetes,
+        "  stage: render + policies (per document and combined)": policies,
+    }
+
+
+def measure(rounds: int) -> tuple[list[Values], dict[str, list[float]], tuple[float, ...]]:
+    """(the documents, seconds per document of every pipeline, the one-shot CPU and wall)."""
     docs = documents()
     helm = binaries.locate() / "helm"
     with tempfile.TemporaryDirectory() as scratch:
@@ -127,64 +164,65 @@ def main() -> None:
         for values in docs[:2]:  # warm: first render, validators, Wasm instance
             gate.run(values)
             pipeline.run(values)
-        sdk = gate.renderer
-
-        def render(values: Values) -> object:
-            return sdk.render(values)
-
-        def render_and_schema(values: Values) -> object:
-            gate.schema.violations(gate._sdk.merged_values(values))
-            return sdk.render(values)
-
-        def kubernetes(values: Values) -> object:
-            return gate.kubernetes_findings(sdk.render(values))
-
-        def policies(values: Values) -> object:
-            return gate.policies.evaluate(sdk.render(values), [Mode.DOCUMENT, Mode.COMBINED])
-
-        times = interleaved(
-            {
-                "CLI: helm template + conftest test + conftest test --combine": pipeline.run,
-                "in-process gate (render, schemas, policies)": gate.run,
-                "  stage: SDK render": render,
-                "  stage: render + values schema": render_and_schema,
-                "  stage: render + Kubernetes schemas": kubernetes,
-                "  stage: render + policies (per document and combined)": policies,
-            },
-            docs,
-            args.rounds,
-        )
+        times = interleaved(stages(gate, pipeline), docs, rounds)
         shot = one_shot(pipeline)
-    cli = times["CLI: helm template + conftest test + conftest test --combine"]
-    print(f"values documents: {len(docs)} distinct x {args.rounds} rounds, interleaved")
-    print()
-    print("| pipeline | docs | docs/s | median ms | p95 ms | vs CLI (median) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for label, seconds in times.items():
-        print(row(label, seconds, cli))
-    print()
-    gate_cpu, gate_wall, cli_cpu, cli_wall = shot
-    print(f"one-shot over the {1 + len(list(CI_VALUES_DIR.glob('*-values.yaml')))} matrix values")
-    print("documents, CPU (user + sys) and wall time of the child processes:")
-    print()
-    print("| run | CPU s | wall s |")
-    print("|---|---:|---:|")
-    print(
-        f"| `checkpoint-runtime gate --matrix` (one fresh process) | {gate_cpu:.2f} "
-        f"| {gate_wall:.2f} |"
+    return docs, times, shot
+
+
+def _target(ratio: float) -> Target:
+    met = ratio >= RENDER_TARGET
+    why = (
+        "from scripts/bench/render.py (its table below)."
+        if met
+        else f"missed: {ratio:g}x against {RENDER_TARGET:g}x ({RENDER_TARGET / ratio:.1f}x short); "
+        "per-document times in render.py's table below."
     )
-    print(
-        f"| helm template + conftest test + --combine, per document | {cli_cpu:.2f} "
-        f"| {cli_wall:.2f} |"
+    return Target(
+        "render gate", f"in-process >= {RENDER_TARGET:g}x the CLI pipeline", f"{ratio:g}x", met, why
     )
-    print()
-    ratio = statistics.median(cli) / statistics.median(
-        times["in-process gate (render, schemas, policies)"]
+
+
+def run(quick: bool = False, rounds: int = 5) -> Report:
+    """The render gate against the CLI pipeline (one round with `quick`)."""
+    rounds = 1 if quick else rounds
+    docs, times, (gate_cpu, gate_wall, cli_cpu, cli_wall) = measure(rounds)
+    cli = times[CLI]
+    ratio = round(statistics.median(cli) / statistics.median(times[GATE]), 1)
+    pipelines = Table(
+        f"Values documents: {len(docs)} distinct x {rounds} rounds, interleaved",
+        ["pipeline", "docs", "docs/s", "median ms", "p95 ms", "vs CLI (median)"],
+        [row(label, seconds, cli) for label, seconds in times.items()],
+        [f"in-process gate is {ratio:.1f}x the helm template + conftest pipeline"],
     )
-    print(f"one-shot CPU: the gate uses {cli_cpu / gate_cpu:.1f}x less than the CLI pipeline")
-    print(f"in-process gate is {ratio:.1f}x the helm template + conftest pipeline")
+    matrix = 1 + len(list(CI_VALUES_DIR.glob("*-values.yaml")))
+    one_shot_table = Table(
+        f"One-shot over the {matrix} matrix values documents, CPU (user + sys) and wall time of "
+        "the child processes",
+        ["run", "CPU s", "wall s"],
+        [
+            [
+                "`checkpoint-runtime gate --matrix` (one fresh process)",
+                f"{gate_cpu:.2f}",
+                f"{gate_wall:.2f}",
+            ],
+            [
+                "helm template + conftest test + --combine, per document",
+                f"{cli_cpu:.2f}",
+                f"{cli_wall:.2f}",
+            ],
+        ],
+        [f"one-shot CPU: the gate uses {cli_cpu / gate_cpu:.1f}x less than the CLI pipeline"],
+    )
+    return Report("Render gate", [pipelines, one_shot_table], [_target(ratio)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    found = parser(__doc__, "one round")
+    found.add_argument("--rounds", type=int, default=5, help="passes over the documents")
+    args = found.parse_args(argv)
+    return emit(run(args.quick, args.rounds), args)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
-    main()
+    sys.exit(main())

@@ -7,51 +7,33 @@ rowblock.decode included. The v2 envelope (format.codec, what shards hold today)
 the same rotation. Both reference workloads (one object-store feed shard each, the codec
 benchmark's), 5000 seen rows; every repetition runs every decode once, the order rotating,
 then the row block and the baseline back to back (alternating which goes first) for a paired
-ratio. Entropy bound: scripts/bench/codec.py's (the random bits the generator draws).
+ratio. Entropy bound: bench.codec's (the random bits the generator draws).
 
-    .venv/bin/python scripts/bench/rowblock.py [--quick] [--rows N]
+    PYTHONPATH=scripts .venv/bin/python -m bench.rowblock [--quick] [--rows N]
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from bench import codec as codec_bench
+from bench.report import Report, Table, emit, parser
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
 from checkpoint_runtime.format import codec, rowblock
 from checkpoint_runtime.format.gzipmembers import gunzip_bounded, gzip_fast, gzip_fixed
 from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
 from checkpoint_testenv.baseline import baseline_decode, baseline_encode
-from checkpoint_testenv.benchreport import Table, timed_ms
+from checkpoint_testenv.support.timing import alternated, rotated, timed_ms
 
-HERE = Path(__file__).resolve().parent
 BYTES_TARGET = {"old-design": 0.62, "uuid": 0.70}
 DECODE_TARGET = 1.0
 
 
-def _codec_bench() -> ModuleType:
-    """scripts/bench/codec.py (SHARD, ROWS_AT, entropy_bytes), loaded as all.py loads it."""
-    name = "bench_codec"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / "codec.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {HERE / 'codec.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
-    bench = _codec_bench()
-    shard = bench.SHARD
+    shard = codec_bench.SHARD
     rows = FeedWorkload(shard, seen_rows, shape).rows
     payload = rowblock.encode(rows, shard=shard)
     block = gzip_fast(payload)
@@ -71,17 +53,15 @@ def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
     paired: list[float] = []
     order = list(decoders.items())
     for repetition in range(repetitions):
-        shift = repetition % len(order)
-        for name, decode in order[shift:] + order[:shift]:
+        for name, decode in rotated(order, repetition):
             samples[name].append(timed_ms(decode, collect_first=True))
         pair = [("rowblock", decoders["rowblock"]), ("baseline", decoders["baseline"])]
         times = {
-            name: timed_ms(call, collect_first=True)
-            for name, call in pair[:: 1 - 2 * (repetition % 2)]
+            name: timed_ms(call, collect_first=True) for name, call in alternated(pair, repetition)
         }
         paired.append(times["rowblock"] / times["baseline"])
     median = {name: statistics.median(values) for name, values in samples.items()}
-    bound = bench.entropy_bytes(shape, seen_rows)
+    bound = codec_bench.entropy_bytes(shape, seen_rows)
     ratio = len(block) / len(baseline)
     decode_ratio = statistics.median(paired)
     met = ratio <= BYTES_TARGET[shape] and decode_ratio <= DECODE_TARGET
@@ -100,9 +80,9 @@ def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
     ]
 
 
-def run(quick: bool = False, seen_rows: int | None = None) -> Table:
-    bench = _codec_bench()
-    count = seen_rows or (1000 if quick else bench.ROWS_AT)
+def run(quick: bool = False, seen_rows: int | None = None) -> Report:
+    """The row block beside the baseline and the v2 envelope: one table."""
+    count = seen_rows or (1000 if quick else codec_bench.ROWS_AT)
     repetitions = 3 if quick else 41
     table = Table(
         f"Row block at {count} seen rows (one feed shard; decode ms are medians)",
@@ -127,19 +107,17 @@ def run(quick: bool = False, seen_rows: int | None = None) -> Table:
             "format.codec.encode_shard/decode_shard. Decode ratio: the median over repetitions of "
             "row block / baseline decode timed back to back, alternating which goes first; the "
             f"ms columns are medians of the rotation ({repetitions} repetitions).",
-            _codec_bench().ENTROPY_NOTES,
+            codec_bench.ENTROPY_NOTES,
         ],
     )
-    return table
+    return Report("Row block layout", [table])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1000 rows, 3 repetitions")
-    parser.add_argument("--rows", type=int, help="seen rows per shard (default 5000)")
-    args = parser.parse_args(argv)
-    print(run(args.quick, args.rows).markdown())
-    return 0
+    found = parser(__doc__, "1000 rows, 3 repetitions")
+    found.add_argument("--rows", type=int, help="seen rows per shard (default 5000)")
+    args = found.parse_args(argv)
+    return emit(run(args.quick, args.rows), args)
 
 
 if __name__ == "__main__":

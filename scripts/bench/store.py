@@ -6,26 +6,35 @@ compressed shard, bytes per row, and the old design's total / largest. The old d
 feed shards only, so the feed-only total is printed next to the all-shards total. Sizes are
 properties of the bytes, not timings: the numbers are exact and repeatable.
 
-    .venv/bin/python scripts/bench/store.py [--shape old-design|uuid|all] [--rows N]
+    PYTHONPATH=scripts .venv/bin/python -m bench.store [--shape old-design|uuid|all] [--rows N]
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.report import Report, Table, emit, parser
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, OLD_DESIGN_FIGURES
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.keys import shard_key
 from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, SHAPES, Configuration
-from checkpoint_runtime.ops.inspection import table
 from checkpoint_testenv.baseline import baseline_encode
+
+FOOTNOTE = (
+    "OLD TOTAL / LARGEST: the old design's figures (feed shards only, measured on its own "
+    "generator). BASELINE FEEDS / LARGEST: the old design's encoding (gzip of the sorted "
+    "compact JSON map) of each feed shard of THIS workload - the like-for-like comparison with "
+    "FEED TOTAL / LARGEST. GZIP(LEGACY): the whole legacy map as one value."
+)
 
 
 @dataclass(frozen=True)
 class Measured:
     configuration: str
+    feeds: int
     legacy_raw: int
     shards: int
     total: int
@@ -47,6 +56,7 @@ def measure(configuration: Configuration, shape: str, seen_rows: int) -> Measure
     baseline = {s: len(baseline_encode(by_shard[s])) for s in feeds}
     return Measured(
         configuration=configuration.name,
+        feeds=len(feeds),
         legacy_raw=len(encode_legacy(rows)),
         shards=len(sizes),
         total=sum(sizes.values()),
@@ -59,66 +69,58 @@ def measure(configuration: Configuration, shape: str, seen_rows: int) -> Measure
     )
 
 
-def report(shape: str, seen_rows: int) -> str:
-    lines = []
-    for configuration in CONFIGURATIONS:
-        m = measure(configuration, shape, seen_rows)
-        old_total, old_largest = OLD_DESIGN_FIGURES[configuration.name]
-        feeds = len(configuration.feed_shards())
-        lines.append(
-            {
-                "configuration": m.configuration,
-                "legacy_raw": f"{m.legacy_raw:,}",
-                "raw_per_feed": f"{m.legacy_raw // feeds:,}",
-                "fits_legacy": "yes" if m.legacy_raw <= CONFIGMAP_VALUE_LIMIT else "NO",
-                "shards": m.shards,
-                "total": f"{m.total:,}",
-                "feed_total": f"{m.feed_total:,}",
-                "largest": f"{m.largest:,}",
-                "headroom": f"{(1 - m.largest / CONFIGMAP_VALUE_LIMIT) * 100:.1f}%",
-                "bytes_per_row": f"{m.total / m.rows:.2f}",
-                "old_design": f"{old_total:,} / {old_largest:,}",
-                "baseline": f"{m.baseline_feed_total:,} / {m.baseline_largest:,}",
-                "legacy_gzip": f"{m.legacy_gzip:,}",
-            }
-        )
-    columns = (
-        ("configuration", "CONFIGURATION"),
-        ("legacy_raw", "LEGACY RAW"),
-        ("raw_per_feed", "RAW/FEED"),
-        ("fits_legacy", "LEGACY FITS"),
-        ("shards", "SHARDS"),
-        ("total", "TOTAL"),
-        ("feed_total", "FEED TOTAL"),
-        ("largest", "LARGEST"),
-        ("headroom", "HEADROOM"),
-        ("bytes_per_row", "B/ROW"),
-        ("old_design", "OLD TOTAL / LARGEST"),
-        ("baseline", "BASELINE FEEDS / LARGEST"),
-        ("legacy_gzip", "GZIP(LEGACY)"),
-    )
-    return table(lines, columns)
+def _old_design(m: Measured) -> str:
+    old_total, old_largest = OLD_DESIGN_FIGURES[m.configuration]
+    return f"{old_total:,} / {old_largest:,}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=(*SHAPES, "all"), default="all")
-    parser.add_argument("--rows", type=int, default=5000, help="seen rows per feed")
-    args = parser.parse_args()
-    for shape in SHAPES if args.shape == "all" else (args.shape,):
-        print(f"\nreference configurations, workload {shape!r}, {args.rows} seen rows per feed")
-        print(
-            "(compressed bytes are the gzip-shards-v2 blobs the API server counts; limit "
-            f"{CONFIGMAP_VALUE_LIMIT:,} per shard)\n"
-        )
-        print(report(shape, args.rows))
-    print(
-        "\nOLD TOTAL / LARGEST: the old design's figures (feed shards only, measured on"
-        " its own generator). BASELINE FEEDS / LARGEST: the old design's encoding (gzip of the"
-        " sorted compact JSON map) of each feed shard of THIS workload - the like-for-like"
-        " comparison with FEED TOTAL / LARGEST. GZIP(LEGACY): the whole legacy map as one value."
+def configuration_table(shape: str, seen_rows: int) -> Table:
+    """One row per reference configuration."""
+    return Table.of(
+        f"reference configurations, workload {shape!r}, {seen_rows} seen rows per feed",
+        [
+            ("CONFIGURATION", lambda m: m.configuration),
+            ("LEGACY RAW", lambda m: f"{m.legacy_raw:,}"),
+            ("RAW/FEED", lambda m: f"{m.legacy_raw // m.feeds:,}"),
+            ("LEGACY FITS", lambda m: "yes" if m.legacy_raw <= CONFIGMAP_VALUE_LIMIT else "NO"),
+            ("SHARDS", lambda m: str(m.shards)),
+            ("TOTAL", lambda m: f"{m.total:,}"),
+            ("FEED TOTAL", lambda m: f"{m.feed_total:,}"),
+            ("LARGEST", lambda m: f"{m.largest:,}"),
+            ("HEADROOM", lambda m: f"{(1 - m.largest / CONFIGMAP_VALUE_LIMIT) * 100:.1f}%"),
+            ("B/ROW", lambda m: f"{m.total / m.rows:.2f}"),
+            ("OLD TOTAL / LARGEST", _old_design),
+            (
+                "BASELINE FEEDS / LARGEST",
+                lambda m: f"{m.baseline_feed_total:,} / {m.baseline_largest:,}",
+            ),
+            ("GZIP(LEGACY)", lambda m: f"{m.legacy_gzip:,}"),
+        ],
+        [measure(configuration, shape, seen_rows) for configuration in CONFIGURATIONS],
+        [
+            "compressed bytes are the gzip-shards-v2 blobs the API server counts; limit "
+            f"{CONFIGMAP_VALUE_LIMIT:,} per shard",
+            FOOTNOTE,
+        ],
     )
+
+
+def run(quick: bool = False, shapes: Sequence[str] = SHAPES, seen_rows: int = 5000) -> Report:
+    """Shard sizes of the reference configurations (1000 rows per feed with `quick`)."""
+    rows = 1000 if quick else seen_rows
+    tables = [configuration_table(shape, rows) for shape in shapes]
+    return Report("Shard sizes of the reference configurations", tables)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    found = parser(__doc__, "1000 seen rows per feed")
+    found.set_defaults(format="text")
+    found.add_argument("--shape", choices=(*SHAPES, "all"), default="all")
+    found.add_argument("--rows", type=int, default=5000, help="seen rows per feed")
+    args = found.parse_args(argv)
+    shapes = SHAPES if args.shape == "all" else (args.shape,)
+    return emit(run(args.quick, shapes, args.rows), args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

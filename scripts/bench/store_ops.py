@@ -7,12 +7,11 @@
 - Open = discover + decode every shard (Store.open), for 100 shards on the file backend and on
   a real kube-apiserver + etcd (started here unless `run` is given a ControlPlane).
 
-    .venv/bin/python scripts/bench/store_ops.py [--quick]
+    PYTHONPATH=scripts .venv/bin/python -m bench.store_ops [--quick] [--no-apiserver] [--part P]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import sys
@@ -23,19 +22,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
+from bench.report import Report, Table, Target, emit, parser, verdict
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.format.keys import collector_namespace
+from checkpoint_runtime.format.naming import chunk_label_selector
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
-from checkpoint_testenv.benchreport import Table
+from checkpoint_runtime.store.downgrade import downgrade_to_v2
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane
+from checkpoint_testenv.support.timing import rotated
 
 LEASE = "bench-checkpoints"
 FEED = "tailnet-1/objectstore/feed-1"
 SHARD_ROWS = 5000
+OPEN_TARGET_SECONDS = 1.2  # open 100 shards x 5000 rows (v3)
 
 
 def _open(backend: Backend, **options: Any) -> Store:
@@ -127,10 +133,14 @@ def measure_batch(folder: Path, quick: bool) -> list[Throughput]:
 @dataclass
 class OpenTime:
     backend: str
+    format: str
     shards: int
     rows_per_shard: int
+    objects: int
     stored_bytes: int
     seconds: list[float]
+    ratios: list[float] = field(default_factory=list)
+    """v3 only: per repetition, this open / the v2 open of the same backend in that repetition."""
 
     @property
     def median(self) -> float:
@@ -147,134 +157,231 @@ def _shards(count: int) -> list[str]:
     return names[:count]
 
 
+def _drop_slots(backend: Backend, plane: ControlPlane | None, deadline: Deadline) -> None:
+    """Delete every chunk slot object (after the heads became v2, nothing refers to them)."""
+    if isinstance(backend, FileBackend):
+        for slot in backend.list_slots(deadline):
+            backend._path(slot.shard, slot.slot).unlink()
+    elif isinstance(backend, KubernetesBackend) and plane is not None:
+        core = client.CoreV1Api(backend.api_client)
+        core.delete_collection_namespaced_config_map(
+            backend.namespace, label_selector=chunk_label_selector(LEASE)
+        )
+
+
+def populate(
+    make: Callable[[], Backend], plane: ControlPlane | None, rows: dict[str, str], v2: bool
+) -> tuple[int, int]:
+    """Write `rows` through the store (v3: a head and chunk slots per shard); with `v2`, each head
+    rewritten as gzip-shards-v2 (as `checkpoint-runtime downgrade --to v2` does) and the chunk
+    slots deleted: what the previous release wrote. (objects, stored bytes)."""
+    backend = make()
+    store = _open(backend)
+    store.batch(rows)
+    if v2:
+        report = downgrade_to_v2(store.shard_states(), backend, store.fence, store.new_deadline())
+        if report.too_large or report.unchanged:
+            raise RuntimeError(f"downgrade left shards as they were: {report}")
+        _drop_slots(backend, plane, store.new_deadline())
+        store = _open(make())
+    deadline = store.new_deadline()
+    objects = len(backend.list_shards(deadline)) + len(backend.list_slots(deadline))
+    stored = sum(state.compressed_bytes for state in store.shard_states().values())
+    return objects, stored
+
+
+def _open_makers(
+    plane: ControlPlane | None, folder: Path, label: str
+) -> dict[str, Callable[[], Backend]]:
+    """Where each (backend, format) case keeps its shards."""
+    makers: dict[str, Callable[[], Backend]] = {}
+    for form in ("v2", "v3"):
+        path = folder / f"{label}-{form}"
+        makers[f"file {form}"] = lambda path=path: FileBackend(path, LEASE)
+        if plane is not None:
+            namespace = plane.create_namespace(f"bench-open-{form}")
+            makers[f"kube-apiserver {form}"] = lambda namespace=namespace: KubernetesBackend(
+                plane.configuration(), namespace, LEASE
+            )
+    return makers
+
+
+def _time_open(make: Callable[[], Backend], count: int) -> float:
+    backend = make()
+    started = time.perf_counter()
+    store = _open(backend)
+    seconds = time.perf_counter() - started
+    if len(store.shard_states()) != count:
+        raise RuntimeError(f"opened {len(store.shard_states())} shards, not {count}")
+    with contextlib.suppress(AttributeError):
+        backend.close()  # type: ignore[attr-defined]
+    return seconds
+
+
 def measure_open(
     plane: ControlPlane | None, folder: Path, count: int, rows_per_shard: int, repetitions: int
 ) -> list[OpenTime]:
-    """Populate `count` shards on both backends, then time Store.open, alternating backends."""
+    """Populate `count` shards per backend in v3 and in v2, then time Store.open of each,
+    interleaved (every repetition opens each once, the order rotating)."""
     rows: dict[str, str] = {}
     for shard in _shards(count):
         rows.update(FeedWorkload(shard, rows_per_shard, "uuid").rows)
-    makers: dict[str, Callable[[], Backend]] = {
-        "file": lambda: FileBackend(folder / f"open-{count}-{rows_per_shard}", LEASE)
-    }
-    if plane is not None:
-        namespace = plane.create_namespace("bench-open")
-        makers["kube-apiserver"] = lambda: KubernetesBackend(
-            plane.configuration(), namespace, LEASE
-        )
+    makers = _open_makers(plane, folder, f"open-{count}-{rows_per_shard}")
     results = {}
-    for name, make in makers.items():
-        store = _open(make())
-        store.batch(rows)
-        if len(store.shard_states()) != count:
-            raise RuntimeError(f"{name}: expected {count} shards")
-        stored = sum(state.compressed_bytes for state in store.shard_states().values())
-        results[name] = OpenTime(name, count, rows_per_shard, stored, [])
-    for _ in range(repetitions):
-        for name, make in makers.items():
-            backend = make()
-            started = time.perf_counter()
-            store = _open(backend)
-            results[name].seconds.append(time.perf_counter() - started)
-            if len(store.shard_states()) != count:
-                raise RuntimeError(f"{name}: opened {len(store.shard_states())} shards")
-            with contextlib.suppress(AttributeError):
-                backend.close()  # type: ignore[attr-defined]
-    return list(results.values())
+    for case, make in makers.items():
+        backend, form = case.rsplit(" ", 1)
+        objects, stored = populate(make, plane, rows, v2=form == "v2")
+        results[case] = OpenTime(backend, form, count, rows_per_shard, objects, stored, [])
+    cases = list(makers.items())
+    for repetition in range(repetitions):
+        for case, make in rotated(cases, repetition):
+            results[case].seconds.append(_time_open(make, count))
+        for case, result in results.items():
+            if result.format == "v3":
+                baseline = results[case.replace(" v3", " v2")].seconds[-1]
+                result.ratios.append(result.seconds[-1] / baseline)
+    return sorted(results.values(), key=lambda item: (item.backend != "file", item.format))
 
 
 # -- the report -----------------------------------------------------------------------------------
 
 
 @dataclass
-class StoreOpsReport:
+class StoreOpsMeasured:
     throughput: list[Throughput]
     opens: list[OpenTime]
-    tables: list[Table] = field(default_factory=list)
+
+
+PARTS = ("throughput", "open")
+
+
+def measure_all(
+    plane: ControlPlane | None, quick: bool = False, parts: Sequence[str] = PARTS
+) -> StoreOpsMeasured:
+    measured = StoreOpsMeasured([], [])
+    with tempfile.TemporaryDirectory(prefix="bench-store-ops-") as tmp:
+        folder = Path(tmp)
+        if "throughput" in parts:
+            measured.throughput += measure_memory(folder / "memory", quick)
+            measured.throughput += measure_batch(folder / "batch", quick)
+        sizes = [(10, 100)] if quick else [(100, 100), (100, 5000)]
+        for count, rows in sizes if "open" in parts else ():
+            measured.opens += measure_open(plane, folder, count, rows, 1 if quick else 5)
+    return measured
 
 
 def run(
-    plane: ControlPlane | None = None, quick: bool = False, with_apiserver: bool = True
-) -> StoreOpsReport:
+    quick: bool = False,
+    plane: ControlPlane | None = None,
+    with_apiserver: bool = True,
+    parts: Sequence[str] = PARTS,
+) -> Report:
+    """Store throughput and open time (on a real API server of its own without `plane`, unless
+    `with_apiserver` is false)."""
     if plane is None and with_apiserver:
         with running_control_plane() as own:
-            return run(own, quick)
-    with tempfile.TemporaryDirectory(prefix="bench-store-ops-") as tmp:
-        folder = Path(tmp)
-        throughput = measure_memory(folder / "memory", quick)
-        throughput += measure_batch(folder / "batch", quick)
-        sizes = [(10, 100)] if quick else [(100, 100), (100, 5000)]
-        opens = [
-            item
-            for count, rows in sizes
-            for item in measure_open(plane, folder, count, rows, 1 if quick else 5)
-        ]
-    report = StoreOpsReport(throughput, opens)
-    report.tables = tables(report)
-    return report
+            return run(quick, own, parts=parts)
+    measured = measure_all(plane, quick, parts)
+    return Report("Store", tables(measured), targets(measured), measured=measured)
 
 
-def tables(report: StoreOpsReport) -> list[Table]:
-    throughput = Table(
+def throughput_table(measured: StoreOpsMeasured) -> Table:
+    return Table.of(
         "Store operation throughput",
-        ["operation", "backend", "calls", "rows / call", "calls / s", "rows / s", "ms / call"],
         [
-            [
-                item.operation,
-                item.backend,
-                f"{item.calls:,}",
-                str(item.rows_per_call),
-                f"{item.per_second:,.0f}",
-                f"{item.per_second * item.rows_per_call:,.0f}",
-                f"{1000 / item.per_second:.3f}",
-            ]
-            for item in report.throughput
+            ("operation", lambda item: item.operation),
+            ("backend", lambda item: item.backend),
+            ("calls", lambda item: f"{item.calls:,}"),
+            ("rows / call", lambda item: str(item.rows_per_call)),
+            ("calls / s", lambda item: f"{item.per_second:,.0f}"),
+            ("rows / s", lambda item: f"{item.per_second * item.rows_per_call:,.0f}"),
+            ("ms / call", lambda item: f"{1000 / item.per_second:.3f}"),
         ],
+        measured.throughput,
         [
             "set/get: in memory on a store holding a 5000-row uuid feed shard. batch: synchronous "
             "persist of every touched 5000-row shard on the file backend (encode the whole shard, "
             "write, fsync, rename) before returning.",
         ],
     )
-    opens = Table(
-        "Store.open time (discover + decode every shard; median)",
+
+
+def _open_ratio(item: OpenTime) -> str:
+    return f"{statistics.median(item.ratios):.2f}x" if item.ratios else "(baseline)"
+
+
+def open_table(measured: StoreOpsMeasured) -> Table:
+    return Table.of(
+        "Store.open time, v3 (head + chunk slots) vs v2 (one object a shard), interleaved "
+        "(discover + decode every shard; median)",
         [
-            "backend",
-            "shards",
-            "seen rows / shard",
-            "stored bytes",
-            "repetitions",
-            "median s",
-            "min s",
+            ("backend", lambda item: item.backend),
+            ("format", lambda item: item.format),
+            ("shards", lambda item: str(item.shards)),
+            ("seen rows / shard", lambda item: f"{item.rows_per_shard:,}"),
+            ("objects", lambda item: f"{item.objects:,}"),
+            ("stored bytes", lambda item: f"{item.stored_bytes:,}"),
+            ("repetitions", lambda item: str(len(item.seconds))),
+            ("median s", lambda item: f"{item.median:.3f}"),
+            ("min s", lambda item: f"{min(item.seconds):.3f}"),
+            ("v3 / v2 (paired median)", _open_ratio),
         ],
+        measured.opens,
         [
-            [
-                item.backend,
-                str(item.shards),
-                f"{item.rows_per_shard:,}",
-                f"{item.stored_bytes:,}",
-                str(len(item.seconds)),
-                f"{item.median:.3f}",
-                f"{min(item.seconds):.3f}",
-            ]
-            for item in report.opens
+            "uuid workload, both formats opened by this tree's store; v3 = what the store "
+            "writes, v2 = the same rows with every head rewritten as gzip-shards-v2 (the "
+            "downgrade path) and the chunk slots deleted, as the previous release stored them. "
+            "kube-apiserver = real server on loopback, paged LIST (50 per page). Every "
+            "repetition opens each of them once, the order rotating; v3 / v2 = the median over "
+            "repetitions of the two opens' ratio on the same backend.",
         ],
-        ["uuid workload; kube-apiserver = real server on loopback, paged LIST (50 per page)."],
     )
-    return [throughput, opens]
 
 
-def main(argv: Sequence[str] | None = None, plane: ControlPlane | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls, 10 shards")
-    parser.add_argument(
+def tables(measured: StoreOpsMeasured) -> list[Table]:
+    found = [throughput_table(measured)] if measured.throughput else []
+    return found + ([open_table(measured)] if measured.opens else [])
+
+
+OPEN_WHY = (
+    ". Beyond v2's work (list the heads, inflate and decode the same rows), a v3 open reads "
+    "each active chunk slot by name, one after another (on the API server a GET each), and "
+    "checks that every row of a chunk hashes to that chunk (a crc32 per row)"
+)
+
+
+def open_target(opened: OpenTime) -> Target:
+    met = opened.median <= OPEN_TARGET_SECONDS
+    why = f"{verdict(opened.median, OPEN_TARGET_SECONDS)}; {opened.objects:,} objects, "
+    why += f"{opened.stored_bytes:,} stored bytes decoded (see the codec decode ratio)"
+    if not met and opened.objects > opened.shards:
+        why += OPEN_WHY
+    return Target(
+        f"open {opened.shards} shards x {opened.rows_per_shard} rows, {opened.backend}, v3",
+        f"<= {OPEN_TARGET_SECONDS:g} s",
+        f"{opened.median:.2f} s (median), {_open_ratio(opened)} v2",
+        met,
+        why + ".",
+    )
+
+
+def targets(measured: StoreOpsMeasured) -> list[Target]:
+    return [
+        open_target(opened)
+        for opened in measured.opens
+        if opened.rows_per_shard >= 1000 and opened.format == "v3"
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    found = parser(__doc__, "fewer calls, 10 shards")
+    found.add_argument(
         "--no-apiserver", action="store_true", help="open time on the file backend only"
     )
-    args = parser.parse_args(argv)
-    report = run(plane, quick=args.quick, with_apiserver=not args.no_apiserver)
-    for table in report.tables:
-        print(table.markdown())
-    return 0
+    found.add_argument("--part", action="append", choices=PARTS, help="default: all")
+    args = found.parse_args(argv)
+    report = run(args.quick, with_apiserver=not args.no_apiserver, parts=args.part or PARTS)
+    return emit(report, args)
 
 
 if __name__ == "__main__":

@@ -6,5 +6,6 @@
 - `runtime_process`: `checkpoint-runtime run` as a real subprocess, observed through its HTTP
   port and its record sink;
 - `polling`: waiting for a condition, or for state to settle, with a bound;
-- `clocks`: clocks a test moves by hand.
+- `clocks`: clocks a test moves by hand;
+- `timing`: the benchmarks' timing of one call, percentiles and interleaved (rotated) order.
 """

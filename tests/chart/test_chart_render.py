@@ -208,7 +208,9 @@ def test_other_coordination_namespace_holds_role_binding_and_shards(render: Rend
 
 @pytest.mark.parametrize("claim", ["", "checkpoint-data"])
 def test_file_store_renders_no_rbac_one_replica_and_no_token(render: Render, claim: str) -> None:
-    objects = render({"checkpoint": {"store": "file", "file": {"existingClaim": claim}}})
+    objects = render(
+        {"checkpoint": {"store": {"backend": "file"}, "file": {"existingClaim": claim}}}
+    )
     assert by_kind(objects, "Role") == []
     assert by_kind(objects, "RoleBinding") == []
     deployment = one(objects, "Deployment")
@@ -235,7 +237,7 @@ def test_file_store_renders_no_rbac_one_replica_and_no_token(render: Render, cla
 
 
 def test_file_store_ignores_replica_count(render: Render) -> None:
-    objects = render({"checkpoint": {"store": "file"}, "replicaCount": 5})
+    objects = render({"checkpoint": {"store": {"backend": "file"}}, "replicaCount": 5})
     assert one(objects, "Deployment")["spec"]["replicas"] == 1
 
 
@@ -393,7 +395,7 @@ def test_a_pod_anti_affinity_value_replaces_the_default(render: Render) -> None:
 
 
 def test_file_store_single_replica_gets_no_anti_affinity(render: Render) -> None:
-    assert "affinity" not in pod_spec(render({"checkpoint": {"store": "file"}}))
+    assert "affinity" not in pod_spec(render({"checkpoint": {"store": {"backend": "file"}}}))
 
 
 def test_extension_points_reach_the_pod(render: Render) -> None:
@@ -471,7 +473,7 @@ def test_user_strings_stay_strings_where_go_yaml_would_retype_them(render: Rende
     labels = {f"example.com/l{index}": text for index, text in enumerate(["08", "true", "y"])}
     values = {
         "fullnameOverride": "n",
-        "checkpoint": {"leaseName": "08"},
+        "checkpoint": {"store": {"leaseName": "08"}},
         "service": {"annotations": annotations},
         "serviceAccount": {"annotations": annotations},
         "podAnnotations": annotations,

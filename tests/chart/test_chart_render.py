@@ -90,7 +90,8 @@ def test_runtime_accepts_the_rendered_config(render: Render, values_file: Any) -
     """The real consumer: the runtime's own config loader (schema, grammar, election rules)."""
     settings = parse_runtime_config(runtime_config(render(load_yaml(values_file))))
     values = load_yaml(values_file)
-    assert settings.store.backend == values.get("checkpoint", {}).get("store", "kubernetes")
+    store = values.get("checkpoint", {}).get("store", {})
+    assert settings.store.backend == store.get("backend", "kubernetes")
     assert len(settings.collectors) == len(values.get("checkpoint", {}).get("collectors", []))
 
 
@@ -353,7 +354,7 @@ def test_long_release_names_keep_object_names_within_63_characters(render: Rende
 def test_notes_render_for_both_stores(chart: Any) -> None:
     for store in ("kubernetes", "file"):
         rendered = chart.render(
-            values={"checkpoint": {"store": store}}, name=RELEASE, namespace=NAMESPACE
+            values={"checkpoint": {"store": {"backend": store}}}, name=RELEASE, namespace=NAMESPACE
         )
         notes = rendered["checkpoint-runtime/templates/NOTES.txt"]
         assert f"Store: {store}" in notes

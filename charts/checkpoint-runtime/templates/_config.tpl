@@ -6,7 +6,7 @@ rendered as it is, with what only the chart knows added: the store's namespace a
 (the file store's volume) and keys of the other backend are left out.
 */}}
 {{- define "checkpoint-runtime.runtimeConfig" -}}
-{{- $config := omit (deepCopy .Values.checkpoint) "file" }}
+{{- $config := omit (.Values.checkpoint | toJson | fromJson) "file" }}
 {{- $store := $config.store }}
 {{- if include "checkpoint-runtime.kubernetesStore" . }}
 {{- $store = omit $store "path" }}

@@ -1,7 +1,13 @@
 """`just gen`: regenerate every generated file from its one source, deterministically.
 
 - charts/checkpoint-runtime/values.schema.json from schemas/values.schema.json (sorted keys,
-  stable formatting), so the chart ships exactly the schema the project reviews;
+  stable formatting), so the chart ships exactly the schema the project reviews. The source
+  takes `checkpoint` (the runtime config in its own shape) from the runtime's schema: a
+  `{"$ref": "runtime-config.schema.json#/<pointer>"}` is replaced by that node of
+  schemas/runtime-config.schema.json (its rules, description and default; keys beside the
+  `$ref` narrow or reword it), and the runtime's `$defs` are the values schema's;
+- a check that every default in values.yaml under a runtime-schema node is that node's
+  `default`, so the runtime's defaults are written once;
 - the values table of charts/checkpoint-runtime/README.md, from the schema's descriptions and
   the defaults in values.yaml, so the documentation cannot drift from the chart;
 - the comment above every key of charts/checkpoint-runtime/values.yaml: that key's schema
@@ -31,6 +37,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_SOURCE = Path("schemas/values.schema.json")
+RUNTIME_SCHEMA = Path("schemas/runtime-config.schema.json")
+RUNTIME_REF = f"{RUNTIME_SCHEMA.name}#"
 CHART = Path("charts/checkpoint-runtime")
 # Documents that carry the generated values table between the markers below.
 VALUES_TABLES = (CHART / "README.md", Path("README.md"))
@@ -61,9 +69,52 @@ def write_if_changed(path: Path, content: str) -> bool:
     return True
 
 
-def load_source_schema(root: Path) -> Json:
-    schema: Json = json.loads((root / SCHEMA_SOURCE).read_text(encoding="utf-8"))
+class SchemaSourceError(SystemExit):
+    """The values schema source and the runtime's schema do not compose (a bad pointer, a
+    definition written in both)."""
+
+
+def runtime_node(runtime: Json, pointer: str) -> Any:
+    node: Any = runtime
+    for part in pointer.removeprefix("/").split("/"):
+        if not isinstance(node, dict) or part not in node:
+            raise SchemaSourceError(
+                f"gen: {SCHEMA_SOURCE}: no {RUNTIME_REF}{pointer} in {RUNTIME_SCHEMA}"
+            )
+        node = node[part]
+    return node
+
+
+def inline_runtime(node: Any, runtime: Json) -> Any:
+    """`node` with every runtime-schema reference replaced by the node it points at; the keys
+    beside the `$ref` win (a narrower bound, the chart's wording)."""
+    if isinstance(node, list):
+        return [inline_runtime(item, runtime) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(RUNTIME_REF):
+        target = runtime_node(runtime, ref.removeprefix(RUNTIME_REF))
+        node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
+    return {key: inline_runtime(value, runtime) for key, value in node.items()}
+
+
+def compose(source: Json, runtime: Json) -> Json:
+    """The values schema: the source with the runtime's nodes inlined and its `$defs` added."""
+    clash = sorted(source.get("$defs", {}).keys() & runtime["$defs"].keys())
+    if clash:
+        names = ", ".join(clash)
+        raise SchemaSourceError(f"gen: {SCHEMA_SOURCE} redefines {names} of {RUNTIME_SCHEMA}")
+    schema: Json = inline_runtime(source, runtime)
+    schema["$defs"] = {**schema.get("$defs", {}), **runtime["$defs"]}
     return schema
+
+
+def load_source_schema(root: Path) -> Json:
+    """The values schema as the chart ships it (without the generated-file note)."""
+    source = json.loads((root / SCHEMA_SOURCE).read_text(encoding="utf-8"))
+    runtime = json.loads((root / RUNTIME_SCHEMA).read_text(encoding="utf-8"))
+    return compose(source, runtime)
 
 
 def render_chart_schema(schema: Json) -> str:
@@ -217,10 +268,37 @@ def comment_values(schema: Json, text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+class ValuesDefaultError(SystemExit):
+    """values.yaml gives a runtime setting another default than the runtime's schema."""
+
+
+def default_mismatches(schema: Json, node: Json, values: Any, prefix: str = "") -> Iterator[str]:
+    """`key: values.yaml says X, the runtime's default is Y` for every differing default."""
+    if not isinstance(values, dict):
+        return
+    for name, child in resolve(schema, node).get("properties", {}).items():
+        if name not in values:
+            continue
+        resolved = resolve(schema, child)
+        key = f"{prefix}{name}"
+        if "default" in resolved and values[name] != resolved["default"]:
+            said, default = json.dumps(values[name]), json.dumps(resolved["default"])
+            yield f"{key}: values.yaml says {said}, the runtime's default is {default}"
+        yield from default_mismatches(schema, resolved, values[name], f"{key}.")
+
+
+def check_values_defaults(schema: Json, values: Any) -> None:
+    found = list(default_mismatches(schema, schema, values))
+    if found:
+        raise ValuesDefaultError(f"gen: {VALUES_FILE}: " + "; ".join(found))
+
+
 def write_values_comments(root: Path) -> bool:
     path = root / VALUES_FILE
     text = path.read_text(encoding="utf-8")
-    commented = comment_values(load_source_schema(root), text)
+    schema = load_source_schema(root)
+    check_values_defaults(schema, yaml.safe_load(text))
+    commented = comment_values(schema, text)
     if yaml.safe_load(commented) != yaml.safe_load(text):
         raise ValuesCommentError(f"gen: {VALUES_FILE}: commenting changed the values; not written")
     return write_if_changed(path, commented)

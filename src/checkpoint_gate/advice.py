@@ -33,7 +33,8 @@ class Advice:
 def advise(values: Json) -> list[Advice]:
     """Advice on a merged values document (the chart's defaults coalesced with the user's)."""
     checkpoint = values.get("checkpoint", {})
-    file_store = checkpoint.get("store") == "file"
+    store = checkpoint.get("store") or {}
+    file_store = store.get("backend") == "file"
     advice: list[Advice] = []
     replicas = values.get("replicaCount", 1)
     if file_store and replicas > 1:
@@ -42,8 +43,9 @@ def advise(values: Json) -> list[Advice]:
                 "VALUES-1",
                 "replicaCount",
                 f"replicaCount is {replicas} but the file store runs exactly one replica (it has "
-                "no leader election); the chart renders 1. Use checkpoint.store=kubernetes for "
-                "standby replicas, or set replicaCount to 1",
+                "no leader election); the chart renders 1. Use "
+                "checkpoint.store.backend=kubernetes for standby replicas, or set replicaCount "
+                "to 1",
             )
         )
     rbac_create = values.get("rbac", {}).get("create", True)
@@ -74,19 +76,19 @@ def advise(values: Json) -> list[Advice]:
         )
     advice += egress_advice(values)
     if not file_store:
-        window = etcd_values_window(checkpoint)
+        window = etcd_values_window(store)
         if window.warns:
-            key = "checkpoint.writeBudgetBytesPerSecond"
+            key = "checkpoint.store.writeBudgetBytesPerSecond"
             advice.append(Advice("ETCD-1", key, window.message()))
     return advice
 
 
-def etcd_values_window(checkpoint: Json) -> EtcdWindow:
+def etcd_values_window(store: Json) -> EtcdWindow:
     """The release's worst-case bytes per API server compaction window against the declared
-    etcd quota (checkpoint.writeBudgetBytesPerSecond, checkpoint.etcdQuotaBytes)."""
+    etcd quota (checkpoint.store.writeBudgetBytesPerSecond, checkpoint.store.etcdQuotaBytes)."""
     return etcd_window(
-        int(checkpoint.get("writeBudgetBytesPerSecond", DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND)),
-        int(checkpoint.get("etcdQuotaBytes", DEFAULT_ETCD_QUOTA_BYTES)),
+        int(store.get("writeBudgetBytesPerSecond", DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND)),
+        int(store.get("etcdQuotaBytes", DEFAULT_ETCD_QUOTA_BYTES)),
     )
 
 

@@ -115,7 +115,7 @@ def value_matrix(root: Path) -> list[tuple[str, Json]]:
     matrix: list[tuple[str, Json]] = [("defaults", {})]
     for path in sorted((root / CI_VALUES).glob("*-values.yaml")):
         matrix.append((f"ci/{path.name}", yaml.safe_load(path.read_text(encoding="utf-8")) or {}))
-    matrix.append(("checkpoint.store=file", {"checkpoint": {"store": "file"}}))
+    matrix.append(("checkpoint.store.backend=file", {"checkpoint": {"store": {"backend": "file"}}}))
     matrix.append(("rbac.create=false", {"rbac": {"create": False}}))
     return matrix
 

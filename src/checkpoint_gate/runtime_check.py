@@ -2,8 +2,10 @@
 
 The pods run `checkpoint-runtime run --config config.json`; whatever that refuses at startup
 (exit 2, a crash loop once installed) the gate denies, with the runtime's message and the Helm
-values key that produced the refused config key (`collectors[0].maxSeenKeys` comes from
-`checkpoint.collectors[0].maxSeenKeys`).
+values key of the refused config key. `.Values.checkpoint` is the runtime config in its own
+shape, so that key is the config key under `checkpoint.` (`collectors[0].maxSeenKeys` comes from
+`checkpoint.collectors[0].maxSeenKeys`); only the two sections the chart adds from other values
+are found elsewhere: `http` in `service` (the Service's port is the listener's), `sink` in `sink`.
 """
 
 from __future__ import annotations
@@ -18,28 +20,9 @@ from checkpoint_runtime.runtime import startup
 
 CONFIG_KEY = "config.json"
 CONFIG_TEMPLATE = "templates/configmap.yaml"
-
-# Runtime config key -> the values key the chart renders it from (longest prefix wins).
-VALUES_KEYS: dict[str, str] = {
-    "collectors": "checkpoint.collectors",
-    "store.backend": "checkpoint.store",
-    "store.namespace": "checkpoint.namespace",
-    "store.leaseName": "checkpoint.leaseName",
-    "store.legacyConfigMap": "checkpoint.legacyConfigMap",
-    "store.path": "checkpoint.file.path",
-    "store.deadlineSeconds": "checkpoint.deadlineSeconds",
-    "store.debounceSeconds": "checkpoint.debounceSeconds",
-    "store.maxChunks": "checkpoint.maxChunks",
-    "store.writeBudgetBytesPerSecond": "checkpoint.writeBudgetBytesPerSecond",
-    "store.etcdQuotaBytes": "checkpoint.etcdQuotaBytes",
-    "store.discovery": "rbac.scope",
-    "store": "checkpoint",
-    "leaderElection.enabled": "checkpoint.store",
-    "leaderElection": "checkpoint.leaderElection",
-    "http.port": "service.port",
-    "http": "service",
-    "sink": "sink",
-}
+VALUES_SECTION = "checkpoint"
+# config.json sections the chart adds from values outside `checkpoint`: section -> values key.
+CHART_SECTIONS = {"http": "service", "sink": "sink"}
 
 
 @dataclass(frozen=True)
@@ -54,10 +37,12 @@ class RuntimeRefusal:
 
 def values_key(config_key: str) -> str:
     """`collectors[0].maxSeenKeys` -> `checkpoint.collectors[0].maxSeenKeys`."""
-    for prefix in sorted(VALUES_KEYS, key=len, reverse=True):
-        if config_key == prefix or config_key.startswith((prefix + ".", prefix + "[")):
-            return VALUES_KEYS[prefix] + config_key[len(prefix) :]
-    return config_key
+    if not config_key:
+        return config_key
+    section = config_key.split(".", 1)[0].split("[", 1)[0]
+    if section in CHART_SECTIONS:
+        return CHART_SECTIONS[section] + config_key[len(section) :]
+    return f"{VALUES_SECTION}.{config_key}"
 
 
 def rendered_config(manifests: Sequence[Manifest]) -> Manifest | None:

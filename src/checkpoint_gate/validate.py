@@ -24,7 +24,7 @@ KUBERNETES_VERSION = "1.36"
 
 @dataclass(frozen=True)
 class SchemaViolation:
-    """One values-schema failure, located by its key path (e.g. `checkpoint.store`)."""
+    """One values-schema failure, located by its key path (e.g. `checkpoint.store.backend`)."""
 
     path: str
     message: str

@@ -174,7 +174,7 @@ ETCD_SPACE_MAX_HOLD_SECONDS: Final = 60.0
 METRIC_ETCD_SPACE_EXCEEDED: Final = "checkpoint_store_etcd_space_exceeded"
 
 # gzip-shards-v3: a head object (the commit point) and chunk slots `<head>-c<generation><index>`,
-# two generations per index; `maxChunks` slots per generation (chart checkpoint.maxChunks).
+# two generations per index; `maxChunks` slots per generation (chart checkpoint.store.maxChunks).
 CHUNK_GENERATIONS: Final = ("a", "b")
 DEFAULT_MAX_CHUNKS: Final = 8
 MAX_CHUNKS_LIMIT: Final = 256
@@ -193,7 +193,7 @@ CHUNK_TARGET_BYTES: Final = 128 * 1024
 HEAD_DELTA_MAX_BYTES: Final = 16 * 1024
 # the store's write budget: bytes of shard objects (values, annotations, and
 # WRITE_OBJECT_OVERHEAD_BYTES each) sent to the API per second, kept by stretching the debounce
-# of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
+# of the busiest shards (chart checkpoint.store.writeBudgetBytesPerSecond).
 DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
 # the budget is measured over this sliding window (seconds).
 WRITE_BUDGET_WINDOW_SECONDS: Final = 10.0
@@ -207,7 +207,7 @@ DELTA_ROW_BYTES_FACTOR: Final = 2.0
 # a chunk slot whose read disagrees with the manifest while the head changed is read again
 # with backoff (a compaction committed meanwhile) this many times at most, inside the deadline.
 CHUNK_REREAD_ATTEMPTS: Final = 8
-# the etcd space quota an operator declares (chart checkpoint.etcdQuotaBytes): etcd's default.
+# the etcd space quota an operator declares (chart checkpoint.store.etcdQuotaBytes): etcd's default.
 # `project` and the gate report the worst-case bytes one release writes per compaction window
 # against it, and warn past ETCD_QUOTA_WARN_FRACTION.
 DEFAULT_ETCD_QUOTA_BYTES: Final = 2 * 1024**3

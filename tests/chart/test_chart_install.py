@@ -157,7 +157,9 @@ def test_shard_lifecycle_calls_succeed_and_delete_is_forbidden(
 
 def test_file_store_install_grants_nothing(control_plane: ControlPlane, tmp_path: Path) -> None:
     namespace = control_plane.create_namespace("file")
-    manifest = helm_install(control_plane, namespace, {"checkpoint": {"store": "file"}}, tmp_path)
+    manifest = helm_install(
+        control_plane, namespace, {"checkpoint": {"store": {"backend": "file"}}}, tmp_path
+    )
     assert not {"Role", "RoleBinding"} & {obj["kind"] for obj in manifest}
     token = control_plane.service_account_token(namespace, "cr-checkpoint-runtime")
     configuration = control_plane.configuration(token=token)

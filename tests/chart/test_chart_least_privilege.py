@@ -33,7 +33,7 @@ def _pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def _names_scope(legacy: str) -> dict[str, Any]:
     return {
         "rbac": {"scope": "names"},
-        "checkpoint": {"collectors": COLLECTORS, "legacyConfigMap": legacy},
+        "checkpoint": {"collectors": COLLECTORS, "store": {"legacyConfigMap": legacy}},
     }
 
 
@@ -54,7 +54,7 @@ def test_legacy_config_map_naming_the_release_is_refused_at_render(
     render: Render, legacy: str, why: str | None
 ) -> None:
     values = _names_scope(legacy)
-    values["checkpoint"]["leaseName"] = "collector-leader"
+    values["checkpoint"]["store"]["leaseName"] = "collector-leader"
     if why is None:
         role = one(render(values), "Role")
         assert legacy in role["rules"][0]["resourceNames"]
@@ -62,7 +62,7 @@ def test_legacy_config_map_naming_the_release_is_refused_at_render(
     with pytest.raises(HelmRenderError) as refused:
         render(values)
     message = str(refused.value)
-    assert f'checkpoint.legacyConfigMap: "{legacy}" is {why}' in message, message
+    assert f'checkpoint.store.legacyConfigMap: "{legacy}" is {why}' in message, message
 
 
 @pytest.mark.parametrize(
@@ -84,8 +84,8 @@ def test_schema_refuses_the_ca_bundle_and_store_shaped_names(
         chart,
         values_schema,
         default_values,
-        {"checkpoint": {"legacyConfigMap": legacy}},
-        "/checkpoint/legacyConfigMap",
+        {"checkpoint": {"store": {"legacyConfigMap": legacy}}},
+        "/checkpoint/store/legacyConfigMap",
     )
 
 
@@ -105,7 +105,7 @@ def test_dropping_the_legacy_config_map_drops_its_update_grant(render: Render) -
 
 
 def _derived_limit(default_values: dict[str, Any], collectors: int) -> str:
-    chunks = int(default_values["checkpoint"].get("maxChunks", 8))
+    chunks = int(default_values["checkpoint"]["store"].get("maxChunks", 8))
     objects = collectors * (2 + 2 * chunks) + 1
     return f"{max(16, -(-objects * 1280 // 1024))}Mi"
 
@@ -118,7 +118,7 @@ def test_file_store_empty_dir_has_a_size_limit_derived_from_the_collectors(
         {"kind": "objectstore", "feed": f"f{index}", "url": "s3://b/p/"}
         for index in range(collectors)
     ]
-    objects = render({"checkpoint": {"store": "file", "collectors": feeds}})
+    objects = render({"checkpoint": {"store": {"backend": "file"}, "collectors": feeds}})
     volumes = {volume["name"]: volume for volume in _pod_spec(objects)["volumes"]}
     limit = volumes["checkpoints"]["emptyDir"]["sizeLimit"]
     assert limit == _derived_limit(default_values, collectors)
@@ -127,7 +127,7 @@ def test_file_store_empty_dir_has_a_size_limit_derived_from_the_collectors(
 
 
 def test_file_store_size_limit_value_wins(render: Render) -> None:
-    objects = render({"checkpoint": {"store": "file", "file": {"sizeLimit": "2Gi"}}})
+    objects = render({"checkpoint": {"store": {"backend": "file"}, "file": {"sizeLimit": "2Gi"}}})
     volumes = {volume["name"]: volume for volume in _pod_spec(objects)["volumes"]}
     assert volumes["checkpoints"]["emptyDir"] == {"sizeLimit": "2Gi"}
 
@@ -177,7 +177,7 @@ def test_token_lifetime_outside_what_the_api_server_accepts_is_refused(
 
 
 def test_file_store_mounts_no_token_at_all(render: Render) -> None:
-    spec = _pod_spec(render({"checkpoint": {"store": "file"}}))
+    spec = _pod_spec(render({"checkpoint": {"store": {"backend": "file"}}}))
     assert spec["automountServiceAccountToken"] is False
     assert "kube-api-access" not in {volume["name"] for volume in spec["volumes"]}
 
@@ -204,7 +204,10 @@ def test_admission_policy_pins_the_release_account_names_and_labels(
         {
             "admissionPolicy": {"enabled": True},
             "rbac": {"scope": scope},
-            "checkpoint": {"collectors": COLLECTORS, "legacyConfigMap": "collector-checkpoints"},
+            "checkpoint": {
+                "collectors": COLLECTORS,
+                "store": {"legacyConfigMap": "collector-checkpoints"},
+            },
         }
     )
     assert not by_kind(objects, "ClusterRole")
@@ -235,7 +238,12 @@ def test_admission_policy_pins_the_release_account_names_and_labels(
 
 def test_store_label_in_the_chart_is_the_runtime_s(render: Render) -> None:
     policy = one(
-        render({"admissionPolicy": {"enabled": True}, "checkpoint": {"leaseName": "x-leader"}}),
+        render(
+            {
+                "admissionPolicy": {"enabled": True},
+                "checkpoint": {"store": {"leaseName": "x-leader"}},
+            }
+        ),
         "ValidatingAdmissionPolicy",
     )
     expected = hashlib.sha256(b"store\0x-leader").hexdigest()[:16]
@@ -243,7 +251,9 @@ def test_store_label_in_the_chart_is_the_runtime_s(render: Render) -> None:
 
 
 def test_admission_policy_is_not_rendered_for_the_file_store(render: Render) -> None:
-    objects = render({"admissionPolicy": {"enabled": True}, "checkpoint": {"store": "file"}})
+    objects = render(
+        {"admissionPolicy": {"enabled": True}, "checkpoint": {"store": {"backend": "file"}}}
+    )
     assert not by_kind(objects, "ValidatingAdmissionPolicy")
 
 

@@ -102,7 +102,7 @@ def test_an_entry_with_addresses_and_selectors_and_udp(render: Render) -> None:
 def test_file_store_needs_no_api_server_rule(render: Render) -> None:
     values = coalesce(
         restricted(apiServer={"cidrs": []}),
-        {"checkpoint": {"store": "file", "file": {"existingClaim": "data"}}},
+        {"checkpoint": {"store": {"backend": "file"}, "file": {"existingClaim": "data"}}},
     )
     (dns,) = egress_of(render(values))
     assert ports_of(dns) == [(53, "UDP"), (53, "TCP")]
@@ -111,7 +111,7 @@ def test_file_store_needs_no_api_server_rule(render: Render) -> None:
 def test_restriction_with_nothing_allowed_denies_all_egress(render: Render) -> None:
     values = coalesce(
         restricted(apiServer={"cidrs": []}, dns={"enabled": False}),
-        {"checkpoint": {"store": "file"}},
+        {"checkpoint": {"store": {"backend": "file"}}},
     )
     assert egress_of(render(values)) == []
 
@@ -210,7 +210,9 @@ def test_the_api_server_rule_names_the_missing_key(chart: Chart) -> None:
 
 def test_file_store_may_restrict_egress_without_an_api_server(chart: Chart) -> None:
     chart.validate_schema(
-        coalesce(restricted(apiServer={"cidrs": []}), {"checkpoint": {"store": "file"}})
+        coalesce(
+            restricted(apiServer={"cidrs": []}), {"checkpoint": {"store": {"backend": "file"}}}
+        )
     )
 
 

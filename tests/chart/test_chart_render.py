@@ -90,7 +90,8 @@ def test_runtime_accepts_the_rendered_config(render: Render, values_file: Any) -
     """The real consumer: the runtime's own config loader (schema, grammar, election rules)."""
     settings = parse_runtime_config(runtime_config(render(load_yaml(values_file))))
     values = load_yaml(values_file)
-    assert settings.store.backend == values.get("checkpoint", {}).get("store", "kubernetes")
+    store = values.get("checkpoint", {}).get("store", {})
+    assert settings.store.backend == store.get("backend", "kubernetes")
     assert len(settings.collectors) == len(values.get("checkpoint", {}).get("collectors", []))
 
 
@@ -208,7 +209,9 @@ def test_other_coordination_namespace_holds_role_binding_and_shards(render: Rend
 
 @pytest.mark.parametrize("claim", ["", "checkpoint-data"])
 def test_file_store_renders_no_rbac_one_replica_and_no_token(render: Render, claim: str) -> None:
-    objects = render({"checkpoint": {"store": "file", "file": {"existingClaim": claim}}})
+    objects = render(
+        {"checkpoint": {"store": {"backend": "file"}, "file": {"existingClaim": claim}}}
+    )
     assert by_kind(objects, "Role") == []
     assert by_kind(objects, "RoleBinding") == []
     deployment = one(objects, "Deployment")
@@ -235,7 +238,7 @@ def test_file_store_renders_no_rbac_one_replica_and_no_token(render: Render, cla
 
 
 def test_file_store_ignores_replica_count(render: Render) -> None:
-    objects = render({"checkpoint": {"store": "file"}, "replicaCount": 5})
+    objects = render({"checkpoint": {"store": {"backend": "file"}}, "replicaCount": 5})
     assert one(objects, "Deployment")["spec"]["replicas"] == 1
 
 
@@ -351,7 +354,7 @@ def test_long_release_names_keep_object_names_within_63_characters(render: Rende
 def test_notes_render_for_both_stores(chart: Any) -> None:
     for store in ("kubernetes", "file"):
         rendered = chart.render(
-            values={"checkpoint": {"store": store}}, name=RELEASE, namespace=NAMESPACE
+            values={"checkpoint": {"store": {"backend": store}}}, name=RELEASE, namespace=NAMESPACE
         )
         notes = rendered["checkpoint-runtime/templates/NOTES.txt"]
         assert f"Store: {store}" in notes
@@ -393,7 +396,7 @@ def test_a_pod_anti_affinity_value_replaces_the_default(render: Render) -> None:
 
 
 def test_file_store_single_replica_gets_no_anti_affinity(render: Render) -> None:
-    assert "affinity" not in pod_spec(render({"checkpoint": {"store": "file"}}))
+    assert "affinity" not in pod_spec(render({"checkpoint": {"store": {"backend": "file"}}}))
 
 
 def test_extension_points_reach_the_pod(render: Render) -> None:
@@ -471,7 +474,7 @@ def test_user_strings_stay_strings_where_go_yaml_would_retype_them(render: Rende
     labels = {f"example.com/l{index}": text for index, text in enumerate(["08", "true", "y"])}
     values = {
         "fullnameOverride": "n",
-        "checkpoint": {"leaseName": "08"},
+        "checkpoint": {"store": {"leaseName": "08"}},
         "service": {"annotations": annotations},
         "serviceAccount": {"annotations": annotations},
         "podAnnotations": annotations,

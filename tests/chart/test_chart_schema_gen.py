@@ -33,8 +33,9 @@ def gen() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def source() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(SOURCE.read_text())
+def source(gen: ModuleType) -> dict[str, Any]:
+    """The values schema as `just gen` builds it: the source with the runtime's nodes inlined."""
+    schema: dict[str, Any] = gen.load_source_schema(ROOT)
     return schema
 
 
@@ -128,6 +129,7 @@ def test_gen_is_idempotent_and_writes_nothing_the_second_time(
 ) -> None:
     (tmp_path / "schemas").mkdir()
     shutil.copy(SOURCE, tmp_path / "schemas")
+    shutil.copy(RUNTIME_SCHEMA, tmp_path / "schemas")
     chart = tmp_path / "charts" / "checkpoint-runtime"
     chart.mkdir(parents=True)
     shutil.copy(CHART_DIR / "values.yaml", chart)
@@ -153,7 +155,7 @@ def test_gen_is_idempotent_and_writes_nothing_the_second_time(
 def test_values_table_documents_every_value(gen: ModuleType, source: dict[str, Any]) -> None:
     table = gen.render_values_table(source, load_yaml(CHART_DIR / "values.yaml"))
     keys = {line.split("`")[1] for line in table.splitlines()[2:]}
-    assert {"image.tag", "checkpoint.store", "checkpoint.collectors", "sink.path"} <= keys
+    assert {"image.tag", "checkpoint.store.backend", "checkpoint.collectors", "sink.path"} <= keys
     assert all("|  |" not in line.split("|", 4)[4] for line in table.splitlines()[2:])
 
 
@@ -254,3 +256,91 @@ def test_comments_wrap_and_only_schema_keys_get_one(gen: ModuleType) -> None:
 def test_a_key_the_schema_does_not_define_is_refused(gen: ModuleType) -> None:
     with pytest.raises(SystemExit, match=r"policy\.enable is not defined"):
         gen.comment_values(TOY_SCHEMA, "policy:\n  enable: true\n")
+
+
+# --- one config shape: `checkpoint` is the runtime config, its rules and defaults the runtime's --
+
+
+def runtime_paths(node: dict[str, Any], prefix: str = "") -> set[str]:
+    """Every key path of the runtime config schema's objects (store.deadlineSeconds, ...)."""
+    paths = set()
+    for name, child in node.get("properties", {}).items():
+        paths.add(f"{prefix}{name}")
+        paths |= runtime_paths(child, f"{prefix}{name}.")
+    return paths
+
+
+def values_paths(values: Any, prefix: str = "") -> set[str]:
+    if not isinstance(values, dict):
+        return set()
+    paths = set()
+    for name, child in values.items():
+        paths.add(f"{prefix}{name}")
+        paths |= values_paths(child, f"{prefix}{name}.")
+    return paths
+
+
+def test_checkpoint_values_have_the_runtime_config_s_shape() -> None:
+    """Every key under `checkpoint` but the chart's own `file` is the runtime config key of the
+    same path, so the chart renders it with toJson and the gate names a refused key by prefix."""
+    runtime = json.loads(RUNTIME_SCHEMA.read_text())
+    checkpoint = load_yaml(CHART_DIR / "values.yaml")["checkpoint"]
+    chart_own = {path for path in values_paths(checkpoint) if path.split(".")[0] == "file"}
+    assert chart_own == {"file", "file.existingClaim", "file.sizeLimit"}
+    assert values_paths(checkpoint) - chart_own <= runtime_paths(runtime)
+
+
+def test_runtime_rules_and_defaults_reach_the_values_schema(source: dict[str, Any]) -> None:
+    runtime = json.loads(RUNTIME_SCHEMA.read_text())
+    store = source["properties"]["checkpoint"]["properties"]["store"]["properties"]
+    assert (
+        store["deadlineSeconds"] == runtime["properties"]["store"]["properties"]["deadlineSeconds"]
+    )
+    assert store["deadlineSeconds"]["default"] == 30
+    assert source["$defs"]["objectstore"] == runtime["$defs"]["objectstore"]
+    # a node beside its $ref narrows the runtime's rule: the chart's disjoint election ranges
+    lease = source["properties"]["checkpoint"]["properties"]["leaderElection"]["properties"]
+    assert (lease["renewDeadlineSeconds"]["minimum"], lease["renewDeadlineSeconds"]["maximum"]) == (
+        10,
+        14,
+    )
+    assert lease["renewDeadlineSeconds"]["description"]  # the runtime's wording, inherited
+
+
+def test_a_values_default_other_than_the_runtime_s_is_refused(gen: ModuleType) -> None:
+    schema = gen.load_source_schema(ROOT)
+    values = load_yaml(CHART_DIR / "values.yaml")
+    gen.check_values_defaults(schema, values)  # in sync
+    values["checkpoint"]["store"]["deadlineSeconds"] = 31
+    with pytest.raises(
+        gen.ValuesDefaultError, match=r"checkpoint\.store\.deadlineSeconds: .*31.*30"
+    ):
+        gen.check_values_defaults(schema, values)
+
+
+def test_gen_writes_no_values_yaml_with_another_default(gen: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "schemas").mkdir()
+    shutil.copy(SOURCE, tmp_path / "schemas")
+    shutil.copy(RUNTIME_SCHEMA, tmp_path / "schemas")
+    chart = tmp_path / "charts" / "checkpoint-runtime"
+    chart.mkdir(parents=True)
+    text = (
+        (CHART_DIR / "values.yaml")
+        .read_text()
+        .replace("    deadlineSeconds: 30\n", "    deadlineSeconds: 45\n")
+    )
+    assert "deadlineSeconds: 45" in text
+    (chart / "values.yaml").write_text(text)
+    with pytest.raises(gen.ValuesDefaultError, match="the runtime's default is 30"):
+        gen.write_values_comments(tmp_path)
+
+
+def test_gen_refuses_a_definition_written_in_both_schemas_and_a_bad_pointer(
+    gen: ModuleType,
+) -> None:
+    runtime = json.loads(RUNTIME_SCHEMA.read_text())
+    with pytest.raises(gen.SchemaSourceError, match="redefines segment"):
+        gen.compose({"$defs": {"segment": {"type": "string"}}}, runtime)
+    bad = {"properties": {"x": {"$ref": "runtime-config.schema.json#/properties/nope"}}}
+    with pytest.raises(gen.SchemaSourceError, match="/properties/nope"):
+        gen.compose(bad, runtime)

@@ -1,4 +1,4 @@
-"""The image on the file store, as the chart runs it with `checkpoint.store: file`.
+"""The image on the file store, as the chart runs it with `checkpoint.store.backend: file`.
 
 A host folder is the checkpoint volume, another the object-store feed (mounted read-only), the
 config is mounted where the chart mounts its ConfigMap, and the container runs the chart's args.
@@ -29,7 +29,7 @@ from checkpoint_testenv.support.runtime_process import (
 
 CONFIG_DIR = "/etc/checkpoint-runtime"  # the chart's config mount
 CHART_ARGS = ("run", "--config", f"{CONFIG_DIR}/config.json")
-STORE_PATH = "/var/lib/checkpoint-runtime"  # the chart's checkpoint.file.path
+STORE_PATH = "/var/lib/checkpoint-runtime"  # the chart's checkpoint.store.path
 SHARD = "objectstore/audit"
 
 

@@ -63,7 +63,7 @@ def test_a_kubernetes_store_run_elects_itself_and_writes_a_shard_as_the_chart_po
             "service": {"port": port},
             "sink": {"kind": "file", "path": "/tmp/records.jsonl"},
             "checkpoint": {
-                "debounceSeconds": 0.2,
+                "store": {"debounceSeconds": 0.2},
                 "collectors": [
                     {"kind": "objectstore", "feed": "audit", "url": "file:///data/feed"}
                 ],

@@ -1,4 +1,4 @@
-"""`checkpoint.store=file` on an existing PVC: the checkpoint outlives the pod.
+"""`checkpoint.store.backend=file` on an existing PVC: the checkpoint outlives the pod.
 
 The test creates what a platform team would have: a PersistentVolume (hostPath on the node,
 owned by the pod's UID) and a claim bound to it, then installs the chart with that claim. The
@@ -43,7 +43,7 @@ def file_release(node_cluster: NodeCluster, flow_feed: FlowFeed, volume_dir: Pat
     host_claim(plane, namespace, CLAIM, volume_dir)
     values = {
         "checkpoint": {
-            "store": "file",
+            "store": {"backend": "file"},
             "file": {"existingClaim": CLAIM},
             "collectors": [{"kind": "flowlogs", "url": flow_feed.url, "pollSeconds": POLL_SECONDS}],
         }

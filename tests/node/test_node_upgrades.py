@@ -66,7 +66,7 @@ def release(node_cluster: NodeCluster, flow_feed: FlowFeed, legacy: Legacy) -> h
         )
     values = {
         "checkpoint": {
-            "legacyConfigMap": LEGACY,
+            "store": {"legacyConfigMap": LEGACY},
             "collectors": [
                 {"kind": "flowlogs", "tailnet": "tn1", "url": flow_feed.url,
                  "pollSeconds": POLL_SECONDS},
@@ -145,7 +145,7 @@ def test_helm_upgrade_while_checkpointing_loses_no_row(
     helm.run(
         release.plane, "upgrade", release.name, helm.CHART_DIR.as_posix(),
         "--namespace", release.namespace, "--reuse-values",
-        "--set", "checkpoint.debounceSeconds=2", "--wait", "--timeout", "300s",
+        "--set", "checkpoint.store.debounceSeconds=2", "--wait", "--timeout", "300s",
     )  # fmt: skip
     wait_for(lambda: holder_pod(lease_holder(release)) not in ("", before), 120, "a new leader")
     logs.refresh()

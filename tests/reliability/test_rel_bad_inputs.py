@@ -48,7 +48,8 @@ from checkpoint_testenv.support.kubetarget import KubeTarget
 
 OBJECTSTORE = {"kind": "objectstore", "url": "file:///data/feed", "feed": "feed-a"}
 CHART_VALUES: list[tuple[str, dict[str, Any], str]] = [
-    ("store-kind-unknown", {"checkpoint": {"store": "s3"}}, "checkpoint.store"),
+    ("store-kind-unknown", {"checkpoint": {"store": {"backend": "s3"}}},
+     "checkpoint.store.backend"),
     ("replicas-negative", {"replicaCount": -1}, "replicaCount"),
     ("unknown-top-level-key", {"bogus": 1}, "<root>"),
     ("objectstore-without-feed", {"checkpoint": {"collectors": [{**OBJECTSTORE, "feed": None}]}},
@@ -59,9 +60,12 @@ CHART_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("image-tag-empty", {"image": {"tag": ""}}, "image.tag"),
     ("lease-duration-a-string", {"checkpoint": {"leaderElection": {"leaseDurationSeconds": "15"}}},
      "checkpoint.leaderElection.leaseDurationSeconds"),
-    ("deadline-zero", {"checkpoint": {"deadlineSeconds": 0}}, "checkpoint.deadlineSeconds"),
-    ("file-path-relative", {"checkpoint": {"file": {"path": "relative"}}}, "checkpoint.file.path"),
-    ("lease-name-uppercase", {"checkpoint": {"leaseName": "UPPER"}}, "checkpoint.leaseName"),
+    ("deadline-zero", {"checkpoint": {"store": {"deadlineSeconds": 0}}},
+     "checkpoint.store.deadlineSeconds"),
+    ("file-path-relative", {"checkpoint": {"store": {"path": "relative"}}},
+     "checkpoint.store.path"),
+    ("lease-name-uppercase", {"checkpoint": {"store": {"leaseName": "UPPER"}}},
+     "checkpoint.store.leaseName"),
     ("max-seen-keys-zero",
      {"checkpoint": {"collectors": [{**OBJECTSTORE, "maxSeenKeys": 0}]}},
      "checkpoint.collectors[0].maxSeenKeys"),

@@ -43,7 +43,7 @@ LIVENESS = (
 NAMES: dict[str, Any] = {
     "rbac": {"scope": "names"},
     "checkpoint": {
-        "legacyConfigMap": "legacy-checkpoints",
+        "store": {"legacyConfigMap": "legacy-checkpoints"},
         "collectors": [
             {"kind": "flowlogs", "url": "http://flows.example:8080/v1/flows"},
             {"kind": "objectstore", "tailnet": "corp", "feed": "audit", "url": "file:///f/a"},
@@ -284,7 +284,8 @@ VARIANTS: dict[str, Broken] = {
     ),
     "names-scope-legacy-left-out": Broken(
         "_names.tpl",
-        "{{- with .Values.checkpoint.legacyConfigMap }}{{ $names = append $names . }}{{ end }}",
+        "{{- with .Values.checkpoint.store.legacyConfigMap }}"
+        "{{ $names = append $names . }}{{ end }}",
         "",
         "RBAC-3",
         "Role",

@@ -121,7 +121,7 @@ def test_gate_findings_equal_conftest_on_generated_values(
 # PyYAML: `08` (a number to Go), `n` (false to Go: the POD-15 warning's label could not be built),
 # `<<` (a merge tag PyYAML cannot construct as a value).
 REGRESSIONS = [
-    {"checkpoint": {"store": "kubernetes", "leaseName": "08"}},
+    {"checkpoint": {"store": {"backend": "kubernetes", "leaseName": "08"}}},
     {
         "fullnameOverride": "n",
         "image": {
@@ -149,7 +149,9 @@ def test_conftest_and_the_gate_agree_on_a_denied_release(
     cli: CliRenderer, engine: PolicyEngine, tmp_path: Path
 ) -> None:
     """A release that fails rules in both modes: the comparison above is not of empty sets."""
-    manifests = cli.render({"checkpoint": {"namespace": "kube-system"}}, namespace="apps")
+    manifests = cli.render(
+        {"checkpoint": {"store": {"namespace": "kube-system"}}}, namespace="apps"
+    )
     role = next(m for m in manifests if m.kind == "Role")
     path = tmp_path / "role.json"
     path.write_text(json.dumps(role.document), encoding="utf-8")

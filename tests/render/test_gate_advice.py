@@ -24,7 +24,7 @@ def warnings_of(gate: Gate, values: dict[str, Any], rule: str) -> list[tuple[str
 
 
 def test_file_store_with_replicas_warns_that_one_runs(gate: Gate) -> None:
-    values = {"checkpoint": {"store": "file", "file": CLAIM}, "replicaCount": 3}
+    values = {"checkpoint": {"store": {"backend": "file"}, "file": CLAIM}, "replicaCount": 3}
     ((key, message),) = warnings_of(gate, values, "VALUES-1")
     assert key == "replicaCount"
     assert "replicaCount is 3" in message
@@ -34,8 +34,8 @@ def test_file_store_with_replicas_warns_that_one_runs(gate: Gate) -> None:
 @pytest.mark.parametrize(
     "values",
     [
-        {"checkpoint": {"store": "file", "file": CLAIM}, "replicaCount": 1},
-        {"checkpoint": {"store": "kubernetes"}, "replicaCount": 3},
+        {"checkpoint": {"store": {"backend": "file"}, "file": CLAIM}, "replicaCount": 1},
+        {"checkpoint": {"store": {"backend": "kubernetes"}}, "replicaCount": 3},
     ],
     ids=["file-one-replica", "kubernetes-three-replicas"],
 )
@@ -54,7 +54,7 @@ def test_no_rbac_with_a_generated_service_account_warns(gate: Gate) -> None:
     [
         {"rbac": {"create": False}, "serviceAccount": {"name": "checkpoint-runner"}},
         {"rbac": {"create": False}, "serviceAccount": {"create": False, "name": "runner"}},
-        {"rbac": {"create": False}, "checkpoint": {"store": "file", "file": CLAIM}},
+        {"rbac": {"create": False}, "checkpoint": {"store": {"backend": "file"}, "file": CLAIM}},
         {},
     ],
     ids=["named-account", "external-account", "file-store-needs-no-rbac", "defaults"],
@@ -77,7 +77,7 @@ def test_names_scope_without_collectors_warns(gate: Gate) -> None:
     [
         {"rbac": {"scope": "names"}, "checkpoint": {"collectors": [FLOWLOGS]}},
         {"rbac": {"scope": "namespace"}},
-        {"rbac": {"scope": "names"}, "checkpoint": {"store": "file", "file": CLAIM}},
+        {"rbac": {"scope": "names"}, "checkpoint": {"store": {"backend": "file"}, "file": CLAIM}},
     ],
     ids=["names-with-a-collector", "namespace-scope", "file-store-has-no-role"],
 )
@@ -88,11 +88,14 @@ def test_no_names_scope_warning_with_collectors_or_without_names(
 
 
 def test_file_store_on_an_empty_dir_warns_from_the_render(gate: Gate) -> None:
-    ((obj, message),) = warnings_of(gate, {"checkpoint": {"store": "file"}}, "STORE-1")
+    ((obj, message),) = warnings_of(gate, {"checkpoint": {"store": {"backend": "file"}}}, "STORE-1")
     assert obj.startswith("Deployment ")
     assert "emptyDir" in message
     assert "checkpoint.file.existingClaim" in message
-    assert warnings_of(gate, {"checkpoint": {"store": "file", "file": CLAIM}}, "STORE-1") == []
+    assert (
+        warnings_of(gate, {"checkpoint": {"store": {"backend": "file"}, "file": CLAIM}}, "STORE-1")
+        == []
+    )
 
 
 API = {"cidrs": ["10.96.0.1/32"]}
@@ -178,9 +181,9 @@ def test_no_dns_warning_when_names_resolve_or_none_are_used(
 
 
 def test_a_write_budget_that_could_fill_a_quarter_of_the_etcd_quota_warns(gate: Gate) -> None:
-    values = {"checkpoint": {"etcdQuotaBytes": 512 * 1024**2}}
+    values = {"checkpoint": {"store": {"etcdQuotaBytes": 512 * 1024**2}}}
     ((key, message),) = warnings_of(gate, values, "ETCD-1")
-    assert key == "checkpoint.writeBudgetBytesPerSecond"
+    assert key == "checkpoint.store.writeBudgetBytesPerSecond"
     assert "158334976 bytes" in message
     assert "29.5% of the declared etcd quota" in message
     assert "past 25%" in message
@@ -190,8 +193,17 @@ def test_a_write_budget_that_could_fill_a_quarter_of_the_etcd_quota_warns(gate: 
     "values",
     [
         {},
-        {"checkpoint": {"etcdQuotaBytes": 512 * 1024**2, "writeBudgetBytesPerSecond": 65536}},
-        {"checkpoint": {"store": "file", "file": CLAIM, "etcdQuotaBytes": 16 * 1024**2}},
+        {
+            "checkpoint": {
+                "store": {"etcdQuotaBytes": 512 * 1024**2, "writeBudgetBytesPerSecond": 65536}
+            }
+        },
+        {
+            "checkpoint": {
+                "store": {"backend": "file", "etcdQuotaBytes": 16 * 1024**2},
+                "file": CLAIM,
+            }
+        },
     ],
     ids=["defaults", "budget-lowered", "file-store-writes-no-etcd"],
 )

@@ -57,15 +57,15 @@ def test_invalid_values_file_is_denied_naming_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     values = tmp_path / "my-values.yaml"
-    values.write_text("checkpoint:\n  store: nfs\n", encoding="utf-8")
+    values.write_text("checkpoint:\n  store:\n    backend: nfs\n", encoding="utf-8")
     assert main(["gate", "-f", str(values)]) == 1
     out = capsys.readouterr().out
     assert "values-schema" in out
-    assert "checkpoint.store" in out
+    assert "checkpoint.store.backend" in out
 
 
 def test_set_overrides_compose_like_helm(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["gate", "--set", "checkpoint.store=file", "--set", "replicaCount=3"]) == 0
+    assert main(["gate", "--set", "checkpoint.store.backend=file", "--set", "replicaCount=3"]) == 0
     out = capsys.readouterr().out
     assert "5 objects" in out  # file store: no Role, no RoleBinding
 

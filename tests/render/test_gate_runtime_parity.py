@@ -34,7 +34,7 @@ def flowlogs(**extra: Any) -> dict[str, Any]:
 def collectors(*entries: dict[str, Any], max_chunks: int | None = None) -> dict[str, Any]:
     checkpoint: dict[str, Any] = {"collectors": list(entries)}
     if max_chunks is not None:
-        checkpoint["maxChunks"] = max_chunks
+        checkpoint["store"] = {"maxChunks": max_chunks}
     return {"checkpoint": checkpoint}
 
 
@@ -72,7 +72,12 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
         None,
     ),
     "file-store-with-feeds": (
-        {"checkpoint": {"store": "file", "collectors": [feed("a"), flowlogs(tailnet="edge")]}},
+        {
+            "checkpoint": {
+                "store": {"backend": "file"},
+                "collectors": [feed("a"), flowlogs(tailnet="edge")],
+            }
+        },
         None,
     ),
     "slow-election": (
@@ -150,9 +155,9 @@ def test_the_one_feed_of_the_report_is_denied_with_the_runtime_advice(gate: Gate
     [
         ("collectors[2].maxSeenKeys", "checkpoint.collectors[2].maxSeenKeys"),
         ("collectors[0]", "checkpoint.collectors[0]"),
-        ("store.path", "checkpoint.file.path"),
-        ("store.backend", "checkpoint.store"),
-        ("store.deadlineSeconds", "checkpoint.deadlineSeconds"),
+        ("store.path", "checkpoint.store.path"),
+        ("store.backend", "checkpoint.store.backend"),
+        ("store.deadlineSeconds", "checkpoint.store.deadlineSeconds"),
         ("leaderElection.renewDeadlineSeconds", "checkpoint.leaderElection.renewDeadlineSeconds"),
         ("http.port", "service.port"),
         ("sink.path", "sink.path"),

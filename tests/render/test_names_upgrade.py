@@ -26,7 +26,7 @@ AUDIT = {"kind": "objectstore", "tailnet": "corp", "feed": "audit", "url": "s3:/
 def names_values(*collectors: dict[str, Any], max_chunks: int | None = None) -> dict[str, Any]:
     checkpoint: dict[str, Any] = {"collectors": list(collectors)}
     if max_chunks is not None:
-        checkpoint["maxChunks"] = max_chunks
+        checkpoint["store"] = {"maxChunks": max_chunks}
     return {"rbac": {"scope": "names"}, "checkpoint": checkpoint}
 
 

@@ -31,7 +31,7 @@ def test_every_spec_permission_is_explained() -> None:
 
 def test_file_store_and_rbac_off_render_no_role_in_the_report() -> None:
     rows = {row.values: row for row in rendered_roles(PROJECT_ROOT)}
-    assert rows["checkpoint.store=file"].role is None
+    assert rows["checkpoint.store.backend=file"].role is None
     assert rows["rbac.create=false"].role is None
     assert rows["defaults"].role is not None
 

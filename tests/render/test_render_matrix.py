@@ -52,7 +52,9 @@ def test_defaults_render_exactly_the_spec_rules(sdk: SdkRenderer) -> None:
     ]
 
 
-@pytest.mark.parametrize("values", [{"checkpoint": {"store": "file"}}, {"rbac": {"create": False}}])
+@pytest.mark.parametrize(
+    "values", [{"checkpoint": {"store": {"backend": "file"}}}, {"rbac": {"create": False}}]
+)
 def test_file_store_and_rbac_off_render_no_role_or_binding(
     sdk: SdkRenderer, values: dict[str, Any]
 ) -> None:
@@ -189,7 +191,7 @@ def test_helm_lint_strict_can_fail(cli: CliRenderer) -> None:
 def test_the_gate_renders_without_a_second_values_schema_check(sdk: SdkRenderer) -> None:
     """Helm validates values.schema.json on every SDK render; the gate validates first, so its
     renderer loads the chart without the schema, and schema-invalid values never reach it."""
-    invalid = {"checkpoint": {"store": "nfs"}}
+    invalid = {"checkpoint": {"store": {"backend": "nfs"}}}
     with pytest.raises(RenderError):
         sdk.render(invalid)
     unchecked = SdkRenderer(CHART_DIR, validate_values=False)

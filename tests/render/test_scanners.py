@@ -261,7 +261,7 @@ def run_scan(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_scan_script_lists_each_exception_with_its_reason(tmp_path: Path) -> None:
     values = tmp_path / "mine.yaml"
-    values.write_text("checkpoint:\n  store: file\n")
+    values.write_text("checkpoint:\n  store:\n    backend: file\n")
     scanned = run_scan("-f", str(values), "--set", "image.pullPolicy=Always")
     assert scanned.returncode == 0, scanned.stderr
     lines = scanned.stdout.splitlines()

@@ -192,9 +192,7 @@ def names_values(
         "rbac": {"scope": "names"},
         "checkpoint": {
             "collectors": collectors,
-            "leaseName": lease,
-            "legacyConfigMap": legacy,
-            "maxChunks": max_chunks,
+            "store": {"leaseName": lease, "legacyConfigMap": legacy, "maxChunks": max_chunks},
         },
     }
 

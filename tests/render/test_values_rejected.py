@@ -1,7 +1,8 @@
 """Invalid values are rejected by Helm's own schema enforcement and by jsonschema, naming the key.
 
 Assert the failure and the key path, never Helm's exact wording (it changed between versions):
-Helm names the path as a JSON pointer (/checkpoint/store), jsonschema as checkpoint.store.
+Helm names the path as a JSON pointer (/checkpoint/store/backend), jsonschema as
+checkpoint.store.backend.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from checkpoint_gate.validate import ValuesSchema
 
 # values -> the key path the failure must name
 INVALID: dict[str, tuple[dict[str, Any], str]] = {
-    "unknown-store": ({"checkpoint": {"store": "nfs"}}, "checkpoint.store"),
+    "unknown-store": ({"checkpoint": {"store": {"backend": "nfs"}}}, "checkpoint.store.backend"),
     "replicas-as-string": ({"replicaCount": "two"}, "replicaCount"),
     "too-many-replicas": ({"replicaCount": 50}, "replicaCount"),
     "injected-rbac-rules": ({"rbac": {"create": True, "rules": []}}, "rbac"),
@@ -27,7 +28,10 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"podSecurityContext": {"runAsUser": 0, "runAsGroup": 1, "fsGroup": 1}},
         "podSecurityContext.runAsUser",
     ),
-    "bad-lease-name": ({"checkpoint": {"leaseName": "Not_A_Name"}}, "checkpoint.leaseName"),
+    "bad-lease-name": (
+        {"checkpoint": {"store": {"leaseName": "Not_A_Name"}}},
+        "checkpoint.store.leaseName",
+    ),
     "ambiguous-feed-name": (
         {
             "checkpoint": {
@@ -63,15 +67,18 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"checkpoint": {"collectors": [{"kind": "flowlogs", "url": "file:///x"}]}},
         "checkpoint.collectors[0].url",
     ),
-    "no-chunk-slots": ({"checkpoint": {"maxChunks": 0}}, "checkpoint.maxChunks"),
-    "too-many-chunk-slots": ({"checkpoint": {"maxChunks": 257}}, "checkpoint.maxChunks"),
+    "no-chunk-slots": ({"checkpoint": {"store": {"maxChunks": 0}}}, "checkpoint.store.maxChunks"),
+    "too-many-chunk-slots": (
+        {"checkpoint": {"store": {"maxChunks": 257}}},
+        "checkpoint.store.maxChunks",
+    ),
     "write-budget-zero": (
-        {"checkpoint": {"writeBudgetBytesPerSecond": 0}},
-        "checkpoint.writeBudgetBytesPerSecond",
+        {"checkpoint": {"store": {"writeBudgetBytesPerSecond": 0}}},
+        "checkpoint.store.writeBudgetBytesPerSecond",
     ),
     "etcd-quota-as-string": (
-        {"checkpoint": {"etcdQuotaBytes": "2Gi"}},
-        "checkpoint.etcdQuotaBytes",
+        {"checkpoint": {"store": {"etcdQuotaBytes": "2Gi"}}},
+        "checkpoint.store.etcdQuotaBytes",
     ),
 }
 

@@ -267,10 +267,10 @@ def legacy_config_map_not_the_releases(values: Json) -> bool:
     Lease, config ConfigMap, test pod, ServiceAccount or full name); the schema cannot, as these
     depend on the release. Release-derived default names are left to chance (random names never
     match "<release>-checkpoint-runtime")."""
-    checkpoint = values["checkpoint"]
-    legacy = checkpoint.get("legacyConfigMap", "")
+    store = values["checkpoint"].get("store", {})
+    legacy = store.get("legacyConfigMap", "")
     full = values.get("fullnameOverride", "")
-    owned = {checkpoint.get("leaseName", ""), values["serviceAccount"].get("name", "")}
+    owned = {store.get("leaseName", ""), values["serviceAccount"].get("name", "")}
     if full:
         owned |= {full, f"{full}-config", f"{full[:58].rstrip('-')}-test"}
     return not legacy or legacy not in owned

@@ -47,7 +47,7 @@ def test_every_ci_values_file_renders_a_config_the_runtime_accepts(
     config, chart_values = rendered_config(helm, values)
     settings = parse(config)
     checkpoint = chart_values.get("checkpoint", {})
-    assert settings.store.backend == checkpoint.get("store", "kubernetes")
+    assert settings.store.backend == checkpoint.get("store", {}).get("backend", "kubernetes")
     assert settings.election_enabled == (settings.store.backend == "kubernetes")
     assert len(settings.collectors) == len(checkpoint.get("collectors", []))
     assert all(item.fits for item in projection.check(settings))
@@ -66,7 +66,7 @@ def test_every_ci_values_file_renders_a_config_the_runtime_accepts(
             election["retryPeriodSeconds"],
         )
     else:
-        assert settings.store.path == checkpoint.get("file", {}).get("path", settings.store.path)
+        assert settings.store.path == checkpoint["store"].get("path", settings.store.path)
     # rbac.scope=names: the runtime reads exactly its collectors' shards by name, no list
     names = chart_values.get("rbac", {}).get("scope") == "names"
     assert settings.store.discovery == ("names" if names else "labels")

@@ -296,7 +296,9 @@ def test_the_runtime_migrates_legacy_state_and_continues_from_it(
     }
     rows[f"{SHARD}/cursor"] = migrated[-1]
     value = create_legacy(control_plane, namespace, rows)
-    release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
+    release = chart_install(
+        {"checkpoint": {"store": {"legacyConfigMap": "old-checkpoints"}}}, namespace
+    )
     config = runtime_config(release, bucket)
     assert config["store"]["legacyConfigMap"] == "old-checkpoints"
     proc = RuntimeProcess(tmp_path, "runtime-a", config, release.write_kubeconfig(tmp_path / "k"))
@@ -374,7 +376,9 @@ def test_a_refused_write_is_logged_with_every_shard_its_cause_and_http_status(
         namespace,
         {f"{SHARD}/cursor": "old-01.json", "tn1/flowlogs/cursor": "2026-03-01T00:00:00.1Z"},
     )
-    release = chart_install({"checkpoint": {"legacyConfigMap": "old-checkpoints"}}, namespace)
+    release = chart_install(
+        {"checkpoint": {"store": {"legacyConfigMap": "old-checkpoints"}}}, namespace
+    )
     release.revoke("configmaps", "create")
 
     fatal = failed_start(release, bucket, tmp_path, "runtime-a", procs)
@@ -403,7 +407,7 @@ def test_a_second_release_over_a_legacy_the_first_migrated_refuses_to_start_empt
     of running without any of the legacy rows."""
     namespace = control_plane.create_namespace("reinstall")
     create_legacy(control_plane, namespace, {f"{SHARD}/cursor": "old-01.json"})
-    values = {"checkpoint": {"legacyConfigMap": "old-checkpoints"}}
+    values = {"checkpoint": {"store": {"legacyConfigMap": "old-checkpoints"}}}
     first = chart_install(values, namespace)
     proc = RuntimeProcess(
         tmp_path, "runtime-a", runtime_config(first, bucket), first.write_kubeconfig(tmp_path / "a")

@@ -53,7 +53,7 @@ RETIRED = "old/flowlogs"  # a collector of an earlier config, no longer configur
 VALUES = {
     "rbac": {"scope": "names"},
     "checkpoint": {
-        "legacyConfigMap": LEGACY,
+        "store": {"legacyConfigMap": LEGACY},
         "collectors": [
             {"kind": "objectstore", "tailnet": "tn", "feed": "feed-a", "url": "file:///f"},
             {"kind": "flowlogs", "tailnet": "tn", "url": "http://flows.example:8080/v1"},

@@ -44,7 +44,7 @@ pytestmark = pytest.mark.apiserver
 LEGACY = "collector-checkpoints"
 FEED = "tn/objectstore/feed-a"
 FLOWLOGS = "tn/flowlogs"
-MAX_CHUNKS = 8  # the chunk slots per generation the chart pins (checkpoint.maxChunks' default)
+MAX_CHUNKS = 8  # the chunk slots per generation the chart pins (checkpoint.store.maxChunks)
 SCOPES = ["namespace", "names"]
 
 
@@ -53,7 +53,7 @@ def values(scope: str) -> dict[str, Any]:
         "admissionPolicy": {"enabled": True},
         "rbac": {"scope": scope},
         "checkpoint": {
-            "legacyConfigMap": LEGACY,
+            "store": {"legacyConfigMap": LEGACY},
             "collectors": [
                 {"kind": "objectstore", "tailnet": "tn", "feed": "feed-a", "url": "file:///f"},
                 {"kind": "flowlogs", "tailnet": "tn", "url": "http://flows.example:8080/v1"},

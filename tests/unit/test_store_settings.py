@@ -3,6 +3,7 @@ with their defaults and ranges (the schema names the key of a bad value)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from checkpoint_runtime.constants import (
     MAX_CHUNKS_LIMIT,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.runtime.settings import parse
+from checkpoint_runtime.runtime.settings import CONFIG_DEFAULTS, parse, schema_path
 
 
 def document(**store: Any) -> dict[str, Any]:
@@ -51,3 +52,25 @@ def test_out_of_range_values_are_refused_naming_the_key(key: str, value: Any) ->
     with pytest.raises(ConfigError) as raised:
         parse(document(**{key: value}))
     assert raised.value.path == f"store.{key}"
+
+
+def test_the_schema_documents_exactly_the_defaults_the_settings_apply() -> None:
+    """Each default is written once (constants.py, by config key in CONFIG_DEFAULTS); the
+    schema's `default` keywords, which the chart's values schema and values.yaml inherit, say
+    the same, and a config that leaves a key out gets exactly that value."""
+    schema = json.loads(schema_path().read_text())
+    for section, defaults in CONFIG_DEFAULTS.items():
+        properties = schema["properties"][section]["properties"]
+        documented = {key: node["default"] for key, node in properties.items() if "default" in node}
+        assert documented == defaults, section
+    settings = parse({"store": {"backend": "kubernetes"}})
+    store = settings.store
+    assert (store.deadline_seconds, store.debounce_seconds) == (
+        CONFIG_DEFAULTS["store"]["deadlineSeconds"],
+        CONFIG_DEFAULTS["store"]["debounceSeconds"],
+    )
+    assert (store.lease_name, store.discovery) == ("checkpoint-runtime", "labels")
+    assert (
+        settings.timings.lease_duration == CONFIG_DEFAULTS["leaderElection"]["leaseDurationSeconds"]
+    )
+    assert (settings.http_port, settings.http_bind) == (8080, "0.0.0.0")

@@ -1,31 +1,34 @@
 {{/*
-The runtime config (schemas/runtime-config.schema.json), built key by key so that it matches
-that schema exactly instead of echoing values through.
+The runtime config (schemas/runtime-config.schema.json): .Values.checkpoint has its shape and is
+rendered as it is, with what only the chart knows added: the store's namespace and Lease name
+(defaults derived from the release), its discovery (from rbac.scope), whether it elects a leader
+(the kubernetes store), http (the Service's port) and sink. checkpoint.file is the chart's own
+(the file store's volume) and keys of the other backend are left out.
 */}}
 {{- define "checkpoint-runtime.runtimeConfig" -}}
-{{- $cp := .Values.checkpoint }}
-{{- $store := dict "backend" $cp.store "deadlineSeconds" $cp.deadlineSeconds "debounceSeconds" $cp.debounceSeconds "maxChunks" $cp.maxChunks }}
-{{- $election := dict "enabled" false }}
+{{- $config := omit (.Values.checkpoint | toJson | fromJson) "file" }}
+{{- $store := $config.store }}
 {{- if include "checkpoint-runtime.kubernetesStore" . }}
+{{- $store = omit $store "path" }}
 {{- $_ := set $store "namespace" (include "checkpoint-runtime.coordinationNamespace" .) }}
 {{- $_ := set $store "leaseName" (include "checkpoint-runtime.leaseName" .) }}
-{{- $_ := set $store "writeBudgetBytesPerSecond" $cp.writeBudgetBytesPerSecond }}
-{{- $_ := set $store "etcdQuotaBytes" $cp.etcdQuotaBytes }}
-{{- if $cp.legacyConfigMap }}
-{{- $_ := set $store "legacyConfigMap" $cp.legacyConfigMap }}
+{{- if not $store.legacyConfigMap }}
+{{- $store = omit $store "legacyConfigMap" }}
 {{- end }}
 {{- if include "checkpoint-runtime.namesScope" . }}
 {{- $_ := set $store "discovery" "names" }}
 {{- end }}
-{{- $le := $cp.leaderElection }}
-{{- $election = dict "enabled" true "leaseDurationSeconds" $le.leaseDurationSeconds "renewDeadlineSeconds" $le.renewDeadlineSeconds "retryPeriodSeconds" $le.retryPeriodSeconds }}
+{{- $_ := set $config.leaderElection "enabled" true }}
 {{- else }}
-{{- $_ := set $store "path" $cp.file.path }}
+{{- $store = omit $store "namespace" "leaseName" "writeBudgetBytesPerSecond" "etcdQuotaBytes" "legacyConfigMap" }}
+{{- $_ := set $config "leaderElection" (dict "enabled" false) }}
 {{- end }}
+{{- $_ := set $config "store" $store }}
 {{- $sink := dict "kind" .Values.sink.kind }}
 {{- if eq .Values.sink.kind "file" }}
 {{- $_ := set $sink "path" .Values.sink.path }}
 {{- end }}
-{{- $config := dict "store" $store "leaderElection" $election "http" (dict "port" .Values.service.port "bindAddress" .Values.service.bindAddress) "sink" $sink "collectors" $cp.collectors }}
+{{- $_ := set $config "sink" $sink }}
+{{- $_ := set $config "http" (dict "port" .Values.service.port "bindAddress" .Values.service.bindAddress) }}
 {{- toPrettyJson $config }}
 {{- end }}

@@ -49,7 +49,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 
 {{- define "checkpoint-runtime.kubernetesStore" -}}
-{{- if eq .Values.checkpoint.store "kubernetes" }}true{{ end }}
+{{- if eq .Values.checkpoint.store.backend "kubernetes" }}true{{ end }}
 {{- end }}
 
 {{/* Role and RoleBinding only where the API is used and the chart is asked to grant it. */}}
@@ -128,7 +128,7 @@ rewrite keeps a temp copy of one object per shard until its rename: so
 {{- end }}
 {{- end }}
 
-{{/* Chunk slots per generation of each shard (checkpoint.maxChunks). */}}
+{{/* Chunk slots per generation of each shard (checkpoint.store.maxChunks). */}}
 {{- define "checkpoint-runtime.maxChunks" -}}
-{{- int .Values.checkpoint.maxChunks }}
+{{- int .Values.checkpoint.store.maxChunks }}
 {{- end }}

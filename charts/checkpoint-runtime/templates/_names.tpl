@@ -31,11 +31,11 @@ truncated to 63 and never ends in a dash.
 
 {{/* The coordination namespace: shards, the Lease, the Role and the RoleBinding live here. */}}
 {{- define "checkpoint-runtime.coordinationNamespace" -}}
-{{- default .Release.Namespace .Values.checkpoint.namespace }}
+{{- default .Release.Namespace .Values.checkpoint.store.namespace }}
 {{- end }}
 
 {{- define "checkpoint-runtime.leaseName" -}}
-{{- default (include "checkpoint-runtime.fullname" .) .Values.checkpoint.leaseName }}
+{{- default (include "checkpoint-runtime.fullname" .) .Values.checkpoint.store.leaseName }}
 {{- end }}
 
 {{/*
@@ -106,14 +106,14 @@ and the legacy ConfigMap when one is migrated from.
 */}}
 {{- define "checkpoint-runtime.storeConfigMapNames" -}}
 {{- $lease := include "checkpoint-runtime.leaseName" . }}
-{{- $maxChunks := .Values.checkpoint.maxChunks }}
+{{- $maxChunks := .Values.checkpoint.store.maxChunks }}
 {{- $names := list }}
 {{- range .Values.checkpoint.collectors }}
 {{- $shard := include "checkpoint-runtime.shardName" (list $lease (include "checkpoint-runtime.collectorNamespace" .)) }}
 {{- $names = append $names $shard }}
 {{- $names = concat $names (include "checkpoint-runtime.chunkSlotNames" (list $shard $maxChunks) | fromJsonArray) }}
 {{- end }}
-{{- with .Values.checkpoint.legacyConfigMap }}{{ $names = append $names . }}{{ end }}
+{{- with .Values.checkpoint.store.legacyConfigMap }}{{ $names = append $names . }}{{ end }}
 {{- $names | uniq | sortAlpha | toJson }}
 {{- end }}
 

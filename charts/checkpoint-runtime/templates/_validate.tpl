@@ -112,14 +112,14 @@ expanded), and every bit past the prefix must be zero. Call with (list "<values 
 {{- end }}
 
 {{/*
-checkpoint.legacyConfigMap gets update in the Role (rbac.scope=names) and is read by the store, so
+checkpoint.store.legacyConfigMap gets update in the Role (rbac.scope=names) and is read by the store, so
 it may never name an object the release owns: its config ConfigMap (a pod could rewrite its own
 collectors and sink), a shard or one of its chunk slots, the Lease, any other name the chart
 renders, or the CA bundle every namespace is given (kube-root-ca.crt). The schema refuses the
 shapes it can see; the names that depend on the release are checked here.
 */}}
 {{- define "checkpoint-runtime.checkLegacyConfigMap" -}}
-{{- $legacy := .Values.checkpoint.legacyConfigMap }}
+{{- $legacy := .Values.checkpoint.store.legacyConfigMap }}
 {{- if $legacy }}
 {{- $lease := include "checkpoint-runtime.leaseName" . }}
 {{- $owned := dict "kube-root-ca.crt" "the CA bundle Kubernetes puts in every namespace" }}
@@ -136,7 +136,7 @@ shapes it can see; the names that depend on the release are checked here.
 {{- end }}
 {{- end }}
 {{- if hasKey $owned $legacy }}
-{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.legacyConfigMap: %q is %s; the Role would grant update on it. Name the previous release's checkpoint ConfigMap, or leave it empty" $legacy (get $owned $legacy)) }}
+{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.store.legacyConfigMap: %q is %s; the Role would grant update on it. Name the previous release's checkpoint ConfigMap, or leave it empty" $legacy (get $owned $legacy)) }}
 {{- end }}
 {{- end }}
 {{- end }}

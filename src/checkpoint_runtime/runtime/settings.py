@@ -42,6 +42,27 @@ from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError, InputLimitError
 from checkpoint_runtime.resources import schema_file
 
+# The default of every store, leaderElection and http setting a config may leave out, by its
+# config key (the schema's `default` keywords and the chart's values.yaml are checked against it).
+CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "store": {
+        "leaseName": DEFAULT_STORE_NAME,
+        "deadlineSeconds": DEFAULT_DEADLINE_SECONDS,
+        "debounceSeconds": DEFAULT_DEBOUNCE_SECONDS,
+        "discovery": DISCOVERY_LABELS,
+        "maxChunks": DEFAULT_MAX_CHUNKS,
+        "writeBudgetBytesPerSecond": DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
+        "etcdQuotaBytes": DEFAULT_ETCD_QUOTA_BYTES,
+    },
+    "leaderElection": {
+        "enabled": True,
+        "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+        "renewDeadlineSeconds": RENEW_DEADLINE_SECONDS,
+        "retryPeriodSeconds": RETRY_PERIOD_SECONDS,
+    },
+    "http": {"port": DEFAULT_HTTP_PORT, "bindAddress": DEFAULT_HTTP_BIND},
+}
+
 EMBEDDED_DEFAULT: dict[str, Any] = {
     "store": {"backend": "file", "path": DEFAULT_FILE_STORE_PATH},
     "collectors": [],
@@ -150,22 +171,22 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
     """Validate a config document and turn it into settings."""
     validate(document)
     document = _integral(document)
-    store = document.get("store") or {"backend": "file"}
+    store = {**CONFIG_DEFAULTS["store"], **(document.get("store") or {"backend": "file"})}
     backend = store["backend"]
     if backend == "file" and not store.get("path"):
         store = {**store, "path": DEFAULT_FILE_STORE_PATH}
-    election = document.get("leaderElection", {})
+    election = {**CONFIG_DEFAULTS["leaderElection"], **document.get("leaderElection", {})}
     timings = ElectionTimings(
-        election.get("leaseDurationSeconds", LEASE_DURATION_SECONDS),
-        election.get("renewDeadlineSeconds", RENEW_DEADLINE_SECONDS),
-        election.get("retryPeriodSeconds", RETRY_PERIOD_SECONDS),
+        election["leaseDurationSeconds"],
+        election["renewDeadlineSeconds"],
+        election["retryPeriodSeconds"],
     )
-    http = document.get("http", {})
+    http = {**CONFIG_DEFAULTS["http"], **document.get("http", {})}
     sink = document.get("sink", {"kind": "stdout"})
     if sink["kind"] == "file" and not sink.get("path"):
         raise ConfigError("sink.path", "is required when sink.kind is 'file'")
     collectors = _collectors(document.get("collectors", []))
-    bind = http.get("bindAddress", DEFAULT_HTTP_BIND)
+    bind = http["bindAddress"]
     try:
         ipaddress.ip_address(bind)
     except ValueError:
@@ -178,21 +199,19 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         store=StoreSettings(
             backend=backend,
             namespace=store.get("namespace"),
-            lease_name=store.get("leaseName", DEFAULT_STORE_NAME),
+            lease_name=store["leaseName"],
             path=store.get("path"),
             legacy_config_map=store.get("legacyConfigMap"),
-            deadline_seconds=store.get("deadlineSeconds", DEFAULT_DEADLINE_SECONDS),
-            debounce_seconds=store.get("debounceSeconds", DEFAULT_DEBOUNCE_SECONDS),
-            discovery=store.get("discovery", DISCOVERY_LABELS),
-            max_chunks=store.get("maxChunks", DEFAULT_MAX_CHUNKS),
-            write_budget_bytes_per_second=store.get(
-                "writeBudgetBytesPerSecond", DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND
-            ),
-            etcd_quota_bytes=store.get("etcdQuotaBytes", DEFAULT_ETCD_QUOTA_BYTES),
+            deadline_seconds=store["deadlineSeconds"],
+            debounce_seconds=store["debounceSeconds"],
+            discovery=store["discovery"],
+            max_chunks=store["maxChunks"],
+            write_budget_bytes_per_second=store["writeBudgetBytesPerSecond"],
+            etcd_quota_bytes=store["etcdQuotaBytes"],
         ),
-        election_enabled=backend == "kubernetes" and election.get("enabled", True),
+        election_enabled=backend == "kubernetes" and election["enabled"],
         timings=timings,
-        http_port=http.get("port", DEFAULT_HTTP_PORT),
+        http_port=http["port"],
         http_bind=bind,
         sink_kind=sink["kind"],
         sink_path=sink.get("path"),

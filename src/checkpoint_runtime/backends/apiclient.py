@@ -1,7 +1,7 @@
 """The one way this package builds a Kubernetes API client: from a private copy of the given
 Configuration with every automatic retry off (urllib3's default Retry(3) re-sends a PUT whose
 answer was lost; the re-sent write then fails 409 and hides that the first one committed).
-Every retry of the runtime is its own (`checkpoint_runtime.backends.retry`), inside a deadline.
+Every retry of the runtime is its own (`checkpoint_runtime.retry`), inside a deadline.
 
 The copy keeps the credentials and their refresh hook (a projected token is reread), so the
 store's client and the elector's client both follow a rotated token.

@@ -8,7 +8,7 @@ Rules this module enforces:
   409 Conflict and AlreadyExists are told apart by the Status body's `reason`;
 - uncertain outcomes (5xx, 429, transport errors after sending) are resolved by reading the
   shard back and recognising our write id; an unchanged resourceVersion means nothing
-  committed and the identical write is sent again after a pause (checkpoint_runtime.backends.retry:
+  committed and the identical write is sent again after a pause (checkpoint_runtime.retry:
   jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
 - etcd's NOSPACE refusal (500 `etcdserver: mvcc: database space exceeded`) is definitive too:
@@ -32,7 +32,6 @@ from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate, is_etcd_space_exceeded
-from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
     ANNOTATION_ROWS,
@@ -56,6 +55,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import chunk_label_selector, label_selector
+from checkpoint_runtime.retry import Backoff
 
 from .base import (
     ShardWrite,

@@ -138,7 +138,7 @@ class LeaderElector:
             previous = self._observed_record()
             now = self._wall_clock()
             base = max(previous.epoch_base, epoch + 1 - previous.lease_transitions)
-            renewal = replace(previous, renew_time=now, epoch_base=base)
+            renewal = replace(self._renewal(previous, now), epoch_base=base)
             try:
                 self.lock.update(renewal, timeout)
             except Exception as error:
@@ -198,13 +198,7 @@ class LeaderElector:
         )
         # 1. Fast path: the leader updates from the record it wrote last.
         if self.holds_lease() and self._lease_valid(started):
-            previous = self._observed_record()
-            renewal = replace(
-                desired,
-                acquire_time=previous.acquire_time,
-                lease_transitions=previous.lease_transitions,
-                epoch_base=previous.epoch_base,
-            )
+            renewal = self._renewal(self._observed_record(), now)
             try:
                 self.lock.update(renewal, timeout)
             except Exception as error:
@@ -233,12 +227,7 @@ class LeaderElector:
 
         # 4. Renew our own term, or take over an expired or released one.
         if self.holds_lease():
-            attempt = replace(
-                desired,
-                acquire_time=current.acquire_time,
-                lease_transitions=current.lease_transitions,
-                epoch_base=current.epoch_base,
-            )
+            attempt = self._renewal(current, now)
         else:
             attempt = replace(
                 desired,
@@ -262,13 +251,14 @@ class LeaderElector:
             return True
         timeout = self.timings.renew_deadline if timeout is None else timeout
         now = self._wall_clock()
+        last = self._observed_record()
         released = LeaseRecord(
             holder_identity="",
             lease_duration_seconds=1,
             acquire_time=now,
             renew_time=now,
-            lease_transitions=self._observed_record().lease_transitions,
-            epoch_base=self._observed_record().epoch_base,
+            lease_transitions=last.lease_transitions,
+            epoch_base=last.epoch_base,
         )
         with self._mutex:
             self._term = None
@@ -344,6 +334,18 @@ class LeaderElector:
         if observed is None or observed.holder_identity != self.identity or term is None:
             return False
         return self._clock() - term.renewed_at < self.timings.renew_deadline
+
+    def _renewal(self, term: LeaseRecord, now: datetime) -> LeaseRecord:
+        """Our record renewing `term` (a record of ours) at `now`: its acquire time,
+        transitions and epoch base kept, our identity and lease duration."""
+        return LeaseRecord(
+            holder_identity=self.identity,
+            lease_duration_seconds=int(self.timings.lease_duration),
+            acquire_time=term.acquire_time,
+            renew_time=now,
+            lease_transitions=term.lease_transitions,
+            epoch_base=term.epoch_base,
+        )
 
     def _observed_record(self) -> LeaseRecord:
         with self._mutex:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
+from checkpoint_runtime.collectors import CheckpointMap, Collector, registry
+from checkpoint_runtime.collectors.runner import CollectorRunner
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.collectors import CheckpointMap, Collector, registry
+from checkpoint_runtime.collectors import CheckpointMap, Collector
 from checkpoint_runtime.collectors.runner import CollectorRunner
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
@@ -266,7 +266,8 @@ class Runtime:
         return self._finish(store)
 
     def _collectors(self, store: CheckpointMap, sink: Sink) -> list[Collector]:
-        return [registry.kind(c.kind).build(store, sink, c) for c in self.settings.collectors]
+        kinds = self.settings.kinds
+        return [kinds.kind(c.kind).build(store, sink, c) for c in self.settings.collectors]
 
     def _finish(self, store: Store | None) -> int:
         """Flush on a clean shutdown while still leading, then release; the exit code."""

@@ -213,12 +213,7 @@ class LeaderElector:
             log.warning("reading lease %s failed: %s", self.lock.describe(), error)
             return False
         if current is None:
-            try:
-                self.lock.create(desired, timeout)
-            except Exception as error:
-                log.warning("creating lease %s failed: %s", self.lock.describe(), error)
-                return False
-            return self._succeeded(desired, started)
+            return self._send(self.lock.create, "creating", desired, timeout, started)
 
         # 3. A record that changed restarts its expiry from now, by our clock.
         self._observe(current)
@@ -234,12 +229,23 @@ class LeaderElector:
                 lease_transitions=current.lease_transitions + 1,
                 epoch_base=current.epoch_base,
             )
+        return self._send(self.lock.update, "updating", attempt, timeout, started)
+
+    def _send(
+        self,
+        write: Callable[[LeaseRecord, float], object],
+        doing: str,
+        record: LeaseRecord,
+        timeout: float,
+        started: float,
+    ) -> bool:
+        """One create or update of the Lease; a failure is logged and is a failed try."""
         try:
-            self.lock.update(attempt, timeout)
+            write(record, timeout)
         except Exception as error:
-            log.warning("updating lease %s failed: %s", self.lock.describe(), error)
+            log.warning("%s lease %s failed: %s", doing, self.lock.describe(), error)
             return False
-        return self._succeeded(attempt, started)
+        return self._succeeded(record, started)
 
     def release(self, timeout: float | None = None) -> bool:
         """Give the lease up now (client-go ReleaseOnCancel): holder "", a 1 s lease.

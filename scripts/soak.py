@@ -43,7 +43,7 @@ from rel_load import run_load  # noqa: E402
 from rel_outage import outage_trial  # noqa: E402
 from rel_races import RaceTrial  # noqa: E402
 
-from checkpoint_runtime.backends import retry  # noqa: E402
+from checkpoint_runtime import retry  # noqa: E402
 from checkpoint_runtime.format import codec  # noqa: E402
 from checkpoint_testenv import helm  # noqa: E402
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402

@@ -20,6 +20,7 @@ from chart_helpers import CHART_DIR, CI_VALUES, load_yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_testenv.controlplane import ControlPlane  # type: ignore[import-untyped, unused-ignore]
 from checkpoint_testenv.helm import Release  # type: ignore[import-untyped, unused-ignore]
 
@@ -90,9 +91,7 @@ def installed(chart_install: Installer) -> Release:
 
 @pytest.fixture
 def as_chart(installed: Release) -> Iterator[client.ApiClient]:
-    configuration = installed.configuration()
-    configuration.retries = 0
-    with client.ApiClient(configuration) as api:
+    with api_client(installed.configuration()) as api:
         yield api
 
 
@@ -162,8 +161,6 @@ def test_file_store_install_grants_nothing(control_plane: ControlPlane, tmp_path
     )
     assert not {"Role", "RoleBinding"} & {obj["kind"] for obj in manifest}
     token = control_plane.service_account_token(namespace, "cr-checkpoint-runtime")
-    configuration = control_plane.configuration(token=token)
-    configuration.retries = 0
-    with client.ApiClient(configuration) as api:
+    with api_client(control_plane.configuration(token=token)) as api:
         assert not allowed(api, namespace, "list", "configmaps")
         assert not allowed(api, namespace, "create", "coordination.k8s.io/leases")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from checkpoint_runtime.backends import retry
+from checkpoint_runtime import retry
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from rel_outage import outage_trial
 
-from checkpoint_runtime.backends import retry
+from checkpoint_runtime import retry
 from checkpoint_testenv.faultproxy import FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget
 

@@ -1,6 +1,7 @@
-"""A collector kind is one declaration in the registry: a toy kind, registered here and nowhere
-else, is parsed and validated by the settings, projected at startup, and run by the runtime (its
-rows persisted by the store through the key grammar), and is gone again when unregistered."""
+"""A collector kind is one declaration in an immutable kind table: a toy kind, added here and
+nowhere else (a new table: the shipped one does not change), is parsed and validated by the
+settings, projected at startup, and run by the runtime (its rows persisted by the store through
+the key grammar), and a table without it knows nothing of it."""
 
 from __future__ import annotations
 
@@ -112,41 +113,42 @@ def toy(name: str = "alpha", **more: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def toy_kind() -> Iterator[CollectorKindSpec[Any]]:
+def toy_kinds() -> Iterator[registry.KindTable]:
+    """The shipped kinds and the toy, with the key grammar spelling the toy's rows."""
     BUILT.clear()
-    with registry.registered(TOY) as spec:
-        yield spec
+    with keys.extended(TOY.name, TOY.shape):
+        yield registry.BUILTIN.with_kind(TOY)
 
 
 def test_the_settings_parse_and_validate_a_registered_kind(
-    toy_kind: CollectorKindSpec[Any], tmp_path: Path
+    toy_kinds: registry.KindTable, tmp_path: Path
 ) -> None:
-    parsed = settings.parse(toy_config(tmp_path, toy(ticks=4), toy("beta")))
+    parsed = settings.parse(toy_config(tmp_path, toy(ticks=4), toy("beta")), toy_kinds)
     assert [c.namespace for c in parsed.collectors] == ["corp/toy/alpha", "corp/toy/beta"]
     assert isinstance(parsed.collectors[0], ToySettings)
     assert parsed.collectors[0].ticks == 4
     # its own schema (a missing name) and its own factory (too many ticks), named by key path
     with pytest.raises(ConfigError) as missing:
-        settings.parse(toy_config(tmp_path, {"kind": "toy", "url": "toy://"}))
+        settings.parse(toy_config(tmp_path, {"kind": "toy", "url": "toy://"}), toy_kinds)
     assert missing.value.path == "collectors[0]"
     assert "name" in str(missing.value)
     with pytest.raises(ConfigError) as too_many:
-        settings.parse(toy_config(tmp_path, toy(ticks=TOY_MAX_TICKS + 1)))
+        settings.parse(toy_config(tmp_path, toy(ticks=TOY_MAX_TICKS + 1)), toy_kinds)
     assert too_many.value.path == "collectors[0].ticks"
     # the shared rule: two collectors of the kind on one shard
     with pytest.raises(ConfigError) as shared:
-        settings.parse(toy_config(tmp_path, toy(), toy()))
+        settings.parse(toy_config(tmp_path, toy(), toy()), toy_kinds)
     assert shared.value.path == "collectors[1]"
 
 
 def test_the_projection_uses_the_kinds_estimate(
-    toy_kind: CollectorKindSpec[Any], tmp_path: Path
+    toy_kinds: registry.KindTable, tmp_path: Path
 ) -> None:
-    parsed = settings.parse(toy_config(tmp_path, toy(ticks=7)))
+    parsed = settings.parse(toy_config(tmp_path, toy(ticks=7)), toy_kinds)
     [shard] = projection.check(parsed)
     assert (shard.shard, shard.knob, shard.rows) == ("corp/toy/alpha", "collectors[0].ticks", 7)
     assert shard.compressed_bytes == 7 * TOY_BYTES_PER_TICK
-    big = settings.parse(toy_config(tmp_path, toy(ticks=TOY_MAX_TICKS)))
+    big = settings.parse(toy_config(tmp_path, toy(ticks=TOY_MAX_TICKS)), toy_kinds)
     over = replace(big, collectors=[replace(big.collectors[0], ticks=CONFIGMAP_VALUE_LIMIT)])
     with pytest.raises(ConfigError) as refused:
         projection.check(over)
@@ -154,14 +156,14 @@ def test_the_projection_uses_the_kinds_estimate(
 
 
 def test_the_runtime_runs_the_kind_and_the_store_keeps_its_rows(
-    toy_kind: CollectorKindSpec[Any], tmp_path: Path
+    toy_kinds: registry.KindTable, tmp_path: Path
 ) -> None:
     folder = tmp_path / "store"
     sink_path = tmp_path / "sink.jsonl"
     document = toy_config(folder, toy(ticks=2, pollSeconds=0.05))
     document["sink"] = {"kind": "file", "path": str(sink_path)}
     document["http"] = {"bindAddress": "127.0.0.1"}
-    runtime = Runtime(settings.parse(document), identity="toy-test")
+    runtime = Runtime(settings.parse(document, toy_kinds), identity="toy-test")
     runtime.http_port = 0
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(runtime.run()))
@@ -196,11 +198,11 @@ def _wait_until(done: Callable[[], bool], timeout: float = 20.0) -> bool:
     return False
 
 
-def test_unregistering_removes_the_kind_everywhere(tmp_path: Path) -> None:
-    with registry.registered(TOY):
+def test_a_table_without_the_kind_knows_nothing_of_it(tmp_path: Path) -> None:
+    with keys.extended(TOY.name, TOY.shape):
         assert keys.shard_key("corp/toy/alpha/last") == "corp/toy/alpha"
-        assert "toy" in registry.kinds()
-    assert "toy" not in registry.kinds()
+        assert "toy" in registry.BUILTIN.with_kind(TOY).kinds()
+    assert "toy" not in registry.BUILTIN.kinds()  # adding made a new table
     with pytest.raises(KeyGrammarError):
         keys.shard_key("corp/toy/alpha/last")
     with pytest.raises(ConfigError) as refused:
@@ -209,13 +211,15 @@ def test_unregistering_removes_the_kind_everywhere(tmp_path: Path) -> None:
 
 
 def test_a_kind_name_is_registered_once() -> None:
-    with registry.registered(TOY), pytest.raises(ConfigError, match="already registered"):
-        registry.register(TOY)
+    toys = registry.BUILTIN.with_kind(TOY)
+    with pytest.raises(ConfigError, match="already registered"):
+        toys.with_kind(TOY)
     with pytest.raises(ConfigError, match="another key shape"):
-        registry.register(replace(TOY, name="objectstore"))
+        registry.BUILTIN.with_kind(replace(TOY, name="objectstore"))
     with pytest.raises(KeyGrammarError, match="already a collector kind"):
         keys.register_kind("objectstore", TOY.shape)
-    assert list(registry.kinds()) == ["objectstore", "flowlogs"]
+    assert list(registry.BUILTIN.kinds()) == ["objectstore", "flowlogs"]
+    assert list(toys.kinds()) == ["objectstore", "flowlogs", "toy"]
 
 
 def test_the_shipped_kinds_are_the_shipped_schemas_alternatives() -> None:
@@ -223,5 +227,5 @@ def test_the_shipped_kinds_are_the_shipped_schemas_alternatives() -> None:
     kinds they are exactly the ones the shipped schema file lists."""
     shipped = json.loads(settings.schema_path().read_text())
     alternatives = shipped["properties"]["collectors"]["items"]["oneOf"]
-    assert alternatives == [{"$ref": f"#/$defs/{name}"} for name in registry.kinds()]
-    assert set(registry.kinds()) == set(keys.COLLECTOR_KINDS)
+    assert alternatives == [{"$ref": f"#/$defs/{name}"} for name in registry.BUILTIN.kinds()]
+    assert set(registry.BUILTIN.kinds()) == set(keys.COLLECTOR_KINDS)

@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.election.timings import ElectionTimings
@@ -29,11 +30,6 @@ STEADY = ElectionTimings(lease_duration=10, renew_deadline=8, retry_period=1)
 """A leader lets go only after failing to renew for 8 s: continuity holds under load."""
 
 
-def no_retries(configuration: client.Configuration) -> client.Configuration:
-    configuration.retries = 0
-    return configuration
-
-
 @pytest.fixture
 def release(chart_install: Callable[..., Release]) -> Release:
     return chart_install()
@@ -44,7 +40,7 @@ def clients(release: Release) -> Iterator[Callable[..., client.ApiClient]]:
     made: list[client.ApiClient] = []
 
     def make(host: str | None = None) -> client.ApiClient:
-        api = client.ApiClient(no_retries(release.configuration(host=host)))
+        api = api_client(release.configuration(host=host))
         made.append(api)
         return api
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.collectors import (
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.collectors.runner import (
     SourceAccessDeniedError,
     SourceError,
     SourceUnreachableError,
 )
-from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.format.values import object_id, object_name
 from checkpoint_runtime.runtime.settings import parse

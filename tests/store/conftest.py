@@ -10,6 +10,8 @@ import pytest
 from kubernetes import client
 from store_harness import FileHarness, Harness, KubeHarness
 
+from checkpoint_runtime.backends.apiclient import api_client
+
 
 @pytest.fixture
 def admin_core(control_plane: Any) -> Iterator[client.CoreV1Api]:
@@ -36,8 +38,6 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
 @pytest.fixture
 def kube_api(kube: KubeHarness) -> Iterator[client.ApiClient]:
     """An admin client with the kubernetes client's own retries off."""
-    configuration = kube.release.configuration()
-    configuration.retries = 0
-    api = client.ApiClient(configuration)
+    api = api_client(kube.release.configuration())
     yield api
     api.close()

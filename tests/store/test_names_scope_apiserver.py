@@ -23,6 +23,7 @@ from store_harness import LEGACY, KubeHarness, raw_shard
 
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime import cli
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_MIGRATED,
@@ -180,9 +181,7 @@ def test_a_list_and_any_other_config_map_are_refused(
             metadata=client.V1ObjectMeta(name="another-app"), data={"password": "x"}
         ),
     )
-    configuration = kube.release.configuration()
-    configuration.retries = 0
-    with client.ApiClient(configuration) as api:
+    with api_client(kube.release.configuration()) as api:
         core = client.CoreV1Api(api)
         refused = []
         # another application's ConfigMap, and the runtime's own config ("<fullname>-config")

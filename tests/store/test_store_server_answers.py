@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from store_harness import KubeHarness, open_store
 
-from checkpoint_runtime.backends import retry
+from checkpoint_runtime import retry
 from checkpoint_runtime.errors import ApiRefusedError, ConflictError, WriteUncertainError
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import Action, FaultProxy, ProxyEvent

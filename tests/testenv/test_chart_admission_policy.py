@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.constants import (
     ANNOTATION_MIGRATED,
     COMPONENT_CHUNK,
@@ -127,9 +128,7 @@ def subject(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iter
     release = helm.install(
         control_plane, control_plane.create_namespace(f"vap-{scope}"), values(scope)
     )
-    configuration = release.configuration()
-    configuration.retries = 0
-    with client.ApiClient(configuration) as api, control_plane.admin_api() as admin_api:
+    with api_client(release.configuration()) as api, control_plane.admin_api() as admin_api:
         admin = client.CoreV1Api(admin_api)
         # Objects that exist before the pod acts: an application's ConfigMap and the legacy one.
         admin.create_namespaced_config_map(
@@ -256,11 +255,9 @@ def test_an_update_outside_the_store_is_refused_by_admission(subject: Subject, n
 
 def test_the_store_life_cycle_works_under_the_policy(subject: Subject) -> None:
     """Elect, migrate, persist, take over, and grow into chunk slots, all as the ServiceAccount."""
-    configuration = subject.release.configuration()
     target = KubeTarget.of_release(subject.release, subject.admin)
     try:
-        with client.ApiClient(configuration) as api:
-            configuration.retries = 0
+        with api_client(subject.release.configuration()) as api:
             lock = KubernetesLeaseLock(api, subject.namespace, subject.lease, "replica-a")
             assert LeaderElector(lock).try_acquire_or_renew(timeout=10)  # creates the Lease
 

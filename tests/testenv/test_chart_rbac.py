@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_testenv import helm
 from checkpoint_testenv.controlplane import ControlPlane
 
@@ -60,9 +61,7 @@ def subject(control_plane: ControlPlane) -> Iterator[Subject]:
         client.CoreV1Api(admin).create_namespaced_config_map(
             release.coordination_namespace, config_map("existing", data={"v": "1"})
         )
-    configuration = release.configuration()
-    configuration.retries = 0
-    with client.ApiClient(configuration) as api:
+    with api_client(release.configuration()) as api:
         yield Subject(release, client.CoreV1Api(api), client.CoordinationV1Api(api), other)
 
 

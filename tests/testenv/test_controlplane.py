@@ -11,6 +11,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_testenv.controlplane import ControlPlane
 
 
@@ -46,9 +47,7 @@ def test_requests_fail_while_etcd_is_down_and_work_after_it_starts(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm"), data={"v": "1"})
-    configuration = control_plane.configuration()
-    configuration.retries = 0
-    with client.ApiClient(configuration) as api:
+    with api_client(control_plane.configuration()) as api:
         core = client.CoreV1Api(api)
         control_plane.kill_etcd()
         try:

@@ -1,18 +1,18 @@
-"""Naming source failures and the retry backoff (pure logic; the real S3 server's errors are
-exercised in tests/runtime/test_objectstore_s3.py)."""
+"""Naming source failures and the retry backoff (the runtime's one retry policy; pure logic;
+the real S3 server's errors are exercised in tests/runtime/test_objectstore_s3.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from checkpoint_runtime.collectors import (
+from checkpoint_runtime.collectors.runner import (
     SourceAccessDeniedError,
     SourceError,
     SourceUnreachableError,
-    backoff_seconds,
     source_failure,
 )
 from checkpoint_runtime.constants import COLLECTOR_BACKOFF_MAX_SECONDS
+from checkpoint_runtime.retry import collector_backoff
 
 
 class EndpointConnectionError(Exception):
@@ -59,4 +59,7 @@ def test_refused_credentials_and_other_failures_are_named_apart() -> None:
 def test_backoff_doubles_from_the_poll_interval_up_to_a_ceiling(
     poll: float, failures: int, wait: float
 ) -> None:
-    assert backoff_seconds(poll, failures) == pytest.approx(wait)
+    """The wait after `failures` consecutive source failures (none: the poll interval)."""
+    backoff = collector_backoff(poll)
+    waits = [poll, *(backoff.delay(SourceError("down")) for _ in range(failures))]
+    assert waits[-1] == pytest.approx(wait)

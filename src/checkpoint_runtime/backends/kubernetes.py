@@ -1,13 +1,14 @@
 """One ConfigMap per shard in the coordination namespace.
 
 Rules this module enforces:
-- its own ApiClient from a copy of the given Configuration with urllib3 retries forced to 0,
-  because the default Retry(3) re-sends a PUT whose response was lost;
+- its own ApiClient from a copy of the given Configuration with urllib3 retries forced to 0
+  (`checkpoint_runtime.backends.apiclient`), because the default Retry(3) re-sends a PUT whose
+  response was lost;
 - every update carries the last observed resourceVersion; create only for a missing shard;
   409 Conflict and AlreadyExists are told apart by the Status body's `reason`;
 - uncertain outcomes (5xx, 429, transport errors after sending) are resolved by reading the
   shard back and recognising our write id; an unchanged resourceVersion means nothing
-  committed and the identical write is sent again after a pause (checkpoint_runtime.backends.retry:
+  committed and the identical write is sent again after a pause (checkpoint_runtime.retry:
   jittered exponential backoff, Retry-After honoured); if the deadline runs out first,
   WriteUncertainError. 409, 422 and 413 are definitive and never retried;
 - etcd's NOSPACE refusal (500 `etcdserver: mvcc: database space exceeded`) is definitive too:
@@ -19,10 +20,9 @@ Rules this module enforces:
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,8 +30,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate, is_etcd_space_exceeded
-from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
     ANNOTATION_ROWS,
@@ -54,7 +54,8 @@ from checkpoint_runtime.errors import (
     WriteUncertainError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import chunk_label_selector, label_selector, shard_name
+from checkpoint_runtime.format.naming import chunk_label_selector, label_selector
+from checkpoint_runtime.retry import Backoff
 
 from .base import (
     ShardWrite,
@@ -129,10 +130,7 @@ class KubernetesBackend:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         space: EtcdSpaceGate | None = None,
     ) -> None:
-        own = copy.deepcopy(configuration)
-        own.retries = 0  # never let urllib3 re-send a PUT (urllib3 retries silently by default)
-        own.client_go_retries = False
-        self.api_client = client.ApiClient(own)
+        self.api_client = api_client(configuration)  # a private copy, retries off
         self.core = client.CoreV1Api(self.api_client)
         self.namespace = namespace
         self.lease_name = lease_name
@@ -215,11 +213,14 @@ class KubernetesBackend:
         return self._list(chunk_label_selector(self.lease_name), deadline, chunks=True)
 
     def read_slot(self, shard: str, slot: str, deadline: Deadline) -> StoredShard | None:
+        return self._read_object(shard, slot, deadline)
+
+    def _read_object(self, shard: str, slot: str | None, deadline: Deadline) -> StoredShard | None:
         item = self._get(object_name(self.lease_name, shard, slot), deadline)
         return None if item is None else self._stored(item, shard, slot)
 
-    def _list(self, selector: str, deadline: Deadline, chunks: bool) -> list[StoredShard]:
-        shards: list[StoredShard] = []
+    def _pages(self, selector: str, deadline: Deadline, what: str) -> Iterator[Any]:
+        """Every ConfigMap `selector` matches, a small page at a time."""
         token: str | None = None
         while True:
 
@@ -233,48 +234,36 @@ class KubernetesBackend:
                 )
 
             try:
-                page = self._read(call, deadline, "listing shards")
+                page = self._read(call, deadline, what)
             except ApiException as error:
-                raise self._refused("listing shards", error) from None
-            for item in page.items:
-                slot = (
-                    (item.metadata.annotations or {}).get(ANNOTATION_SLOT, "") if chunks else None
-                )
-                shards.append(self._stored(item, None, slot))
+                raise self._refused(what, error) from None
+            yield from page.items
             token = page.metadata._continue
             if not token:
-                return shards
+                return
+
+    def _list(self, selector: str, deadline: Deadline, chunks: bool) -> list[StoredShard]:
+        shards: list[StoredShard] = []
+        for item in self._pages(selector, deadline, "listing shards"):
+            slot = (item.metadata.annotations or {}).get(ANNOTATION_SLOT, "") if chunks else None
+            shards.append(self._stored(item, None, slot))
+        return shards
 
     def store_names(self, deadline: Deadline) -> list[str]:
         """The stores (Lease names) with shards in this namespace, for a "no store" message."""
-        names: set[str] = set()
-        token: str | None = None
-        while True:
-
-            def call(timeout: float, token: str | None = token) -> Any:
-                return self.core.list_namespaced_config_map(
-                    self.namespace,
-                    label_selector=f"{LABEL_COMPONENT}={COMPONENT_SHARD}",
-                    limit=LIST_PAGE,
-                    _continue=token,
-                    _request_timeout=timeout,
-                )
-
-            try:
-                page = self._read(call, deadline, "listing stores")
-            except ApiException as error:
-                raise self._refused("listing stores", error) from None
-            for item in page.items:
-                names.add(str((item.metadata.annotations or {}).get(ANNOTATION_LEASE, "?")))
-            token = page.metadata._continue
-            if not token:
-                return sorted(names)
+        selector = f"{LABEL_COMPONENT}={COMPONENT_SHARD}"
+        return sorted(
+            {
+                str((item.metadata.annotations or {}).get(ANNOTATION_LEASE, "?"))
+                for item in self._pages(selector, deadline, "listing stores")
+            }
+        )
 
     def read_shard(self, shard: str, deadline: Deadline) -> StoredShard | None:
-        item = self._get(shard_name(self.lease_name, shard), deadline)
-        return None if item is None else self._stored(item, shard)
+        return self._read_object(shard, None, deadline)
 
     def _body(self, write: ShardWrite, version: str | None) -> Any:
+        """The ConfigMap one write sends (built once: a re-send sends the same body)."""
         return client.V1ConfigMap(
             metadata=client.V1ObjectMeta(
                 name=object_name(self.lease_name, write.shard, write.slot),
@@ -286,11 +275,10 @@ class KubernetesBackend:
             binary_data={SHARD_DATA_KEY: base64.b64encode(write.blob).decode("ascii")},
         )
 
-    def _send(self, write: ShardWrite, version: str | None, deadline: Deadline) -> str:
-        """One create (version None) or update; returns the new resourceVersion."""
-        body = self._body(write, version)
+    def _send(self, write: ShardWrite, body: Any, deadline: Deadline) -> str:
+        """One create (no resourceVersion) or update; returns the new resourceVersion."""
         timeout = self._timeout(deadline, f"writing {write.what}")
-        if version is None:
+        if body.metadata.resource_version is None:
             result = self.core.create_namespaced_config_map(
                 self.namespace, body, _request_timeout=timeout
             )
@@ -300,7 +288,7 @@ class KubernetesBackend:
             )
         return str(result.metadata.resource_version)  # type: ignore[union-attr]
 
-    def _definitive(self, write: ShardWrite, error: ApiException) -> Exception:
+    def _definitive(self, write: ShardWrite, body: Any, error: ApiException) -> Exception:
         status = ApiStatus.of(error)
         if is_etcd_space_exceeded(status.code, status.message):
             return self.space.refused(write.shard, status.message)
@@ -311,13 +299,13 @@ class KubernetesBackend:
             return ConflictError(write.shard, f"{where}{detail} ({status.message})")
         too_long = any(marker in status.message for marker in _TOO_LONG_MARKERS)
         if status.code == 413 or (status.code == 422 and too_long):
-            return self._server_oversize(write, error, status)
+            return self._server_oversize(write, body, error, status)
         if status.code == 404:
             return ConflictError(write.shard, "the shard was removed")
         return self._refused(f"writing {write.what}", error, write.shard)
 
     def _server_oversize(
-        self, write: ShardWrite, error: ApiException, status: ApiStatus
+        self, write: ShardWrite, body: Any, error: ApiException, status: ApiStatus
     ) -> OversizeError:
         """The server's own size refusal (413, or 422 too long): its message and limit, and the
         size of what it measured (the request body, the annotations or the values)."""
@@ -326,10 +314,9 @@ class KubernetesBackend:
         limits = re.findall(r"(?:more than|at most|limit is) (\d+)", message)
         limit = int(limits[-1]) if limits else CONFIGMAP_VALUE_LIMIT
         if status.code == 413:
-            body = self.api_client.sanitize_for_serialization(  # type: ignore[no-untyped-call]
-                self._body(write, None)
-            )
-            measured, size = "the request body", len(json.dumps(body).encode("utf-8"))
+            sent = self.api_client.sanitize_for_serialization(body)  # type: ignore[no-untyped-call]
+            sent["metadata"].pop("resourceVersion", None)  # measured as a create's body
+            measured, size = "the request body", len(json.dumps(sent).encode("utf-8"))
         elif "metadata.annotations" in message:
             measured = "the annotations"
             size = sum(len(k.encode()) + len(v.encode()) for k, v in write.annotations.items())
@@ -345,29 +332,27 @@ class KubernetesBackend:
         without a request); a commit tells the gate that etcd has space."""
         probe = self.space.admit(write.shard)
         try:
-            result = self._write_once(write, version, deadline)
+            result = self._write_once(write, self._body(write, version), deadline)
         finally:
             self.space.settled(probe)
         self.space.committed()
         return result
 
-    def _write_once(
-        self, write: ShardWrite, version: str | None, deadline: Deadline
-    ) -> WriteResult:
+    def _write_once(self, write: ShardWrite, body: Any, deadline: Deadline) -> WriteResult:
         try:
-            return WriteResult(self._send(write, version, deadline))
+            return WriteResult(self._send(write, body, deadline))
         except (ApiException, urllib3.exceptions.HTTPError) as error:
             answer = _definitive_answer(error)
             if answer is not None:
-                raise self._definitive(write, answer) from None
+                raise self._definitive(write, body, answer) from None
             first = error
-        return self._resolve(write, version, deadline, first)
+        return self._resolve(write, body, deadline, first)
 
     def _resolve(
-        self, write: ShardWrite, version: str | None, deadline: Deadline, first: BaseException
+        self, write: ShardWrite, body: Any, deadline: Deadline, first: BaseException
     ) -> WriteResult:
         """Find out whether an uncertain write committed; re-send it while provably not."""
-        name = object_name(self.lease_name, write.shard, write.slot)
+        name, version = body.metadata.name, body.metadata.resource_version
         last: BaseException = first
         backoff = Backoff()
         while backoff.pause(deadline, last):  # never re-send at once: the server is failing
@@ -391,13 +376,13 @@ class KubernetesBackend:
                 raise ConflictError(write.shard, "the shard was removed")
             # Provably not committed (yet): send the identical write (same write id) again.
             try:
-                return WriteResult(self._send(write, version, deadline), True)
+                return WriteResult(self._send(write, body, deadline), True)
             except DeadlineExceeded:
                 break
             except (ApiException, urllib3.exceptions.HTTPError) as error:
                 answer = _definitive_answer(error)
                 if answer is not None and answer.status != 409:
-                    raise self._definitive(write, answer) from None
+                    raise self._definitive(write, body, answer) from None
                 last = error  # 409 here may be our own earlier attempt: read back again
         raise WriteUncertainError(write.shard, f"unresolved at the deadline; last error: {last}")
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from checkpoint_runtime.collectors import CheckpointMap, SourceError
+from checkpoint_runtime.collectors import CheckpointMap
+from checkpoint_runtime.collectors.runner import SourceError
 from checkpoint_runtime.collectors.sink import Sink
 from checkpoint_runtime.constants import (
     DEFAULT_POLL_SECONDS,

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from checkpoint_runtime.collectors import (
-    CheckpointMap,
+from checkpoint_runtime.collectors import CheckpointMap
+from checkpoint_runtime.collectors.runner import (
     SourceError,
     SourceUnreachableError,
     source_failure,

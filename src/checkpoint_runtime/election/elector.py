@@ -138,7 +138,7 @@ class LeaderElector:
             previous = self._observed_record()
             now = self._wall_clock()
             base = max(previous.epoch_base, epoch + 1 - previous.lease_transitions)
-            renewal = replace(previous, renew_time=now, epoch_base=base)
+            renewal = replace(self._renewal(previous, now), epoch_base=base)
             try:
                 self.lock.update(renewal, timeout)
             except Exception as error:
@@ -198,13 +198,7 @@ class LeaderElector:
         )
         # 1. Fast path: the leader updates from the record it wrote last.
         if self.holds_lease() and self._lease_valid(started):
-            previous = self._observed_record()
-            renewal = replace(
-                desired,
-                acquire_time=previous.acquire_time,
-                lease_transitions=previous.lease_transitions,
-                epoch_base=previous.epoch_base,
-            )
+            renewal = self._renewal(self._observed_record(), now)
             try:
                 self.lock.update(renewal, timeout)
             except Exception as error:
@@ -219,12 +213,7 @@ class LeaderElector:
             log.warning("reading lease %s failed: %s", self.lock.describe(), error)
             return False
         if current is None:
-            try:
-                self.lock.create(desired, timeout)
-            except Exception as error:
-                log.warning("creating lease %s failed: %s", self.lock.describe(), error)
-                return False
-            return self._succeeded(desired, started)
+            return self._send(self.lock.create, "creating", desired, timeout, started)
 
         # 3. A record that changed restarts its expiry from now, by our clock.
         self._observe(current)
@@ -233,24 +222,30 @@ class LeaderElector:
 
         # 4. Renew our own term, or take over an expired or released one.
         if self.holds_lease():
-            attempt = replace(
-                desired,
-                acquire_time=current.acquire_time,
-                lease_transitions=current.lease_transitions,
-                epoch_base=current.epoch_base,
-            )
+            attempt = self._renewal(current, now)
         else:
             attempt = replace(
                 desired,
                 lease_transitions=current.lease_transitions + 1,
                 epoch_base=current.epoch_base,
             )
+        return self._send(self.lock.update, "updating", attempt, timeout, started)
+
+    def _send(
+        self,
+        write: Callable[[LeaseRecord, float], object],
+        doing: str,
+        record: LeaseRecord,
+        timeout: float,
+        started: float,
+    ) -> bool:
+        """One create or update of the Lease; a failure is logged and is a failed try."""
         try:
-            self.lock.update(attempt, timeout)
+            write(record, timeout)
         except Exception as error:
-            log.warning("updating lease %s failed: %s", self.lock.describe(), error)
+            log.warning("%s lease %s failed: %s", doing, self.lock.describe(), error)
             return False
-        return self._succeeded(attempt, started)
+        return self._succeeded(record, started)
 
     def release(self, timeout: float | None = None) -> bool:
         """Give the lease up now (client-go ReleaseOnCancel): holder "", a 1 s lease.
@@ -262,13 +257,14 @@ class LeaderElector:
             return True
         timeout = self.timings.renew_deadline if timeout is None else timeout
         now = self._wall_clock()
+        last = self._observed_record()
         released = LeaseRecord(
             holder_identity="",
             lease_duration_seconds=1,
             acquire_time=now,
             renew_time=now,
-            lease_transitions=self._observed_record().lease_transitions,
-            epoch_base=self._observed_record().epoch_base,
+            lease_transitions=last.lease_transitions,
+            epoch_base=last.epoch_base,
         )
         with self._mutex:
             self._term = None
@@ -344,6 +340,18 @@ class LeaderElector:
         if observed is None or observed.holder_identity != self.identity or term is None:
             return False
         return self._clock() - term.renewed_at < self.timings.renew_deadline
+
+    def _renewal(self, term: LeaseRecord, now: datetime) -> LeaseRecord:
+        """Our record renewing `term` (a record of ours) at `now`: its acquire time,
+        transitions and epoch base kept, our identity and lease duration."""
+        return LeaseRecord(
+            holder_identity=self.identity,
+            lease_duration_seconds=int(self.timings.lease_duration),
+            acquire_time=term.acquire_time,
+            renew_time=now,
+            lease_transitions=term.lease_transitions,
+            epoch_base=term.epoch_base,
+        )
 
     def _observed_record(self) -> LeaseRecord:
         with self._mutex:

@@ -227,15 +227,7 @@ def delta_envelope(
 
 
 def load(shard: str, data: bytes) -> dict[str, Any]:
-    try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise CorruptShardError(shard, f"envelope is not JSON: {error}") from None
-    except RecursionError:
-        raise CorruptShardError(shard, "envelope nests too deeply to be an envelope") from None
-    if not isinstance(document, dict):
-        raise CorruptShardError(shard, "envelope is not a JSON object")
-    return document
+    return codec_v1.load_envelope(shard, data)
 
 
 def _check_text(shard: str, text: str, name: str) -> None:

@@ -282,16 +282,22 @@ def _decode_group(
     return list(map((head + "/").__add__, encoded)), values
 
 
-def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
-    """Rows of an envelope, or a named error; the envelope must be for `shard`."""
+def load_envelope(shard: str, data: bytes, what: str = "an envelope") -> dict[str, Any]:
+    """The JSON object of an envelope (every format's), or a named error."""
     try:
-        envelope = json.loads(envelope_bytes)
+        document = json.loads(data)
     except (UnicodeDecodeError, ValueError) as error:
         raise CorruptShardError(shard, f"envelope is not JSON: {error}") from None
     except RecursionError:
-        raise CorruptShardError(shard, "envelope nests too deeply to be a v1 envelope") from None
-    if not isinstance(envelope, dict):
+        raise CorruptShardError(shard, f"envelope nests too deeply to be {what}") from None
+    if not isinstance(document, dict):
         raise CorruptShardError(shard, "envelope is not a JSON object")
+    return document
+
+
+def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
+    """Rows of an envelope, or a named error; the envelope must be for `shard`."""
+    envelope = load_envelope(shard, envelope_bytes, "a v1 envelope")
     if envelope.get("format") != SHARD_FORMAT_V1:
         raise CorruptShardError(shard, f"unknown format {envelope.get('format')!r}")
     if envelope.get("shard") != shard:

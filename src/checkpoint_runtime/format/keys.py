@@ -3,13 +3,15 @@
 A key is `[<tailnet>/]<kind>[/<name>...]/<row-kind>[/<id>]`. The collector namespace (everything up
 to the row kind) is the shard key, so every row of one collector lands in one shard. The kinds
 shipped with the runtime are declared in COLLECTOR_KINDS (the store decodes any stored shard with
-this grammar alone); the collector registry (`collectors/registry.py`) adds a further kind's shape
-with `register_kind`.
+this grammar alone); a collector kind table (`collectors/registry.py`) refuses a kind the grammar
+spells otherwise, and `extended` teaches the grammar a further kind for the duration of a block.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from checkpoint_runtime.errors import KeyGrammarError
@@ -59,6 +61,16 @@ def register_kind(name: str, kind: CollectorKind) -> None:
 def unregister_kind(name: str) -> None:
     """Forget a kind added by `register_kind`."""
     del COLLECTOR_KINDS[name]
+
+
+@contextmanager
+def extended(name: str, kind: CollectorKind) -> Iterator[None]:
+    """The grammar with the further kind `name` for the duration of a `with` block."""
+    register_kind(name, kind)
+    try:
+        yield
+    finally:
+        unregister_kind(name)
 
 
 # A tailnet or feed name: one DNS-ish segment. Shared with config validation and mirrored in

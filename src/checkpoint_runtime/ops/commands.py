@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkpoint_runtime.backends.file import FileBackend
@@ -38,6 +39,7 @@ from checkpoint_runtime.errors import (
     quote,
 )
 from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.runtime.backend import StoreTarget, open_backend
 
 if TYPE_CHECKING:
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend
@@ -96,14 +98,19 @@ def deadline_seconds(text: str) -> float:
 
 
 class _Selection(NamedTuple):
-    backend: FileBackend | KubernetesBackend
+    store: StoreTarget
+    kubeconfig: str | None
     deadline: float
     lease_chosen: bool  # named by --lease-name or --config, not defaulted
     where: str
 
+    def open(self, *, read_only: bool = False) -> FileBackend | KubernetesBackend:
+        """Its backend (read_only: open nothing for writing, create nothing)."""
+        return open_backend(self.store, kubeconfig=self.kubeconfig, read_only=read_only)
 
-def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
-    """The store the arguments name (read_only: open nothing for writing, create nothing)."""
+
+def _select(args: argparse.Namespace) -> _Selection:
+    """The store the arguments name: from --config, overridden by explicit arguments."""
     lease, legacy, path, namespace = args.lease_name, args.legacy_name, args.path, args.namespace
     deadline = DEFAULT_DEADLINE_SECONDS
     if args.config:
@@ -117,36 +124,40 @@ def _select(args: argparse.Namespace, *, read_only: bool = False) -> _Selection:
 
             namespace = namespace or credentials.coordination_namespace(store.namespace)
     chosen = lease is not None
-    lease = lease or DEFAULT_STORE_NAME
-    deadline = args.deadline or deadline
     if (path is None) == (namespace is None):
         raise ConfigError("store", "select exactly one store: --path, --namespace or --config")
-    if path is not None:
-        backend = FileBackend(path, lease, legacy, read_only=read_only)
-        return _Selection(backend, deadline, chosen, str(path))
-    # The Kubernetes client (credentials, backend) is imported only for a cluster store.
-    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-    from checkpoint_runtime.runtime import credentials
+    target = StoreTarget(
+        "file" if path is not None else "kubernetes",
+        lease or DEFAULT_STORE_NAME,
+        path=path,
+        namespace=namespace,
+        legacy_config_map=legacy,
+    )
+    where = str(path) if path is not None else f"namespace {namespace}"
+    return _Selection(target, args.kubeconfig, args.deadline or deadline, chosen, where)
 
-    configuration = credentials.kube_configuration(args.kubeconfig)
-    backend_k = KubernetesBackend(configuration, namespace, lease, legacy)
-    return _Selection(backend_k, deadline, chosen, f"namespace {namespace}")
 
-
-def _choose_store(selection: _Selection, has_legacy_name: bool) -> None:
-    """With no store named, use the one store found there; refuse to guess among several."""
+def _open_chosen(selection: _Selection, has_legacy_name: bool) -> FileBackend | KubernetesBackend:
+    """The backend of the store named, or with none named, of the one store found there
+    (read-only); refuse to guess among several."""
+    backend = selection.open(read_only=True)
     if selection.lease_chosen:
-        return
-    names = selection.backend.store_names(Deadline(selection.deadline))
-    if len(names) == 1:
-        selection.backend.lease_name = names[0]
-    elif len(names) > 1:
+        return backend
+    names = backend.store_names(Deadline(selection.deadline))
+    if len(names) > 1:
+        backend.close()
         raise NoStoreError(
             selection.where,
             f"it holds {len(names)} stores ({', '.join(names)}): choose one with --lease-name",
         )
-    elif not has_legacy_name:
+    if not names and not has_legacy_name:
+        backend.close()
         raise NoStoreError(selection.where, "no store has checkpoint shards there")
+    if not names or names[0] == selection.store.lease_name:
+        return backend
+    backend.close()
+    found = selection._replace(store=replace(selection.store, lease_name=names[0]))
+    return found.open(read_only=True)
 
 
 def _open(backend: FileBackend | KubernetesBackend, **options: Any) -> Store:
@@ -168,10 +179,9 @@ def _inspect(args: argparse.Namespace) -> int:
     from checkpoint_runtime.runtime import repair
     from checkpoint_runtime.store import migration  # the store and its metrics: not for project
 
-    selection = _select(args, read_only=True)
-    backend, deadline = selection.backend, selection.deadline
-    _choose_store(selection, bool(args.legacy_name))
-    store = _open(backend, writer="inspect", deadline_seconds=deadline)
+    selection = _select(args)
+    backend = _open_chosen(selection, bool(args.legacy_name))
+    store = _open(backend, writer="inspect", deadline_seconds=selection.deadline)
     configured = None
     if args.config:  # mark the shards no collector of this config owns
         configured = {c.namespace for c in _load_settings(args.config).collectors}
@@ -260,7 +270,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from checkpoint_runtime.store.core import Store
 
     selection = _select(args)
-    backend, deadline = selection.backend, selection.deadline
+    backend, deadline = selection.open(), selection.deadline
     if not backend.legacy_name:
         raise NoLegacyError(f"{selection.where}: no legacy name given (give --legacy-name)")
     store = _open(backend, writer=MIGRATE_WRITER, deadline_seconds=deadline)
@@ -302,7 +312,7 @@ def _set_aside(args: argparse.Namespace) -> int:
     from checkpoint_runtime.ops import setaside
 
     selection = _select(args)
-    kept = setaside.set_aside(selection.backend, args.object)
+    kept = setaside.set_aside(selection.open(), args.object)
     print(f"set aside {args.object!r}: its bytes are kept in {kept}")
     return ExitCode.OK
 

@@ -19,7 +19,7 @@ DOWNGRADE_WRITER = "checkpoint-runtime-downgrade"
 
 def _downgrade(args: argparse.Namespace) -> int:
     selection = _select(args)
-    backend, deadline = selection.backend, selection.deadline
+    backend, deadline = selection.open(), selection.deadline
     store = Store.open(backend, writer=DOWNGRADE_WRITER, migrate=False, deadline_seconds=deadline)
     newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
     store = Store.open(

@@ -1,7 +1,8 @@
 """API credentials of the runtime: in-cluster in a pod, else a kubeconfig.
 
 Order: `--kubeconfig`, then $KUBECONFIG, then the pod's ServiceAccount (in-cluster config).
-Retries are always off: urllib3's default re-sends a PUT whose answer was lost.
+Retries are always off (`backends.apiclient`): urllib3's default re-sends a PUT whose answer
+was lost.
 
 In a pod the token is a projected, short-lived one that the kubelet replaces before it expires:
 the in-cluster loader installs a hook that rereads the token file (at most a minute old) before
@@ -18,6 +19,7 @@ from kubernetes import client, config
 from kubernetes.config import incluster_config
 
 from checkpoint_runtime import limits
+from checkpoint_runtime.backends.apiclient import without_retries
 from checkpoint_runtime.errors import ConfigError, InputLimitError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -64,8 +66,7 @@ def kube_configuration(kubeconfig: str | None = None) -> client.Configuration:
             "the kubernetes store needs credentials: run in a pod, or pass --kubeconfig "
             "(or set KUBECONFIG)",
         )
-    configuration.retries = 0
-    return configuration
+    return without_retries(configuration)
 
 
 def coordination_namespace(configured: str | None) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from checkpoint_runtime.collectors import Collector, SourceError
+from checkpoint_runtime.collectors import Collector
+from checkpoint_runtime.collectors.runner import SourceError
 from checkpoint_runtime.election.elector import LeadershipLostError
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
 from checkpoint_runtime.store.core import Store

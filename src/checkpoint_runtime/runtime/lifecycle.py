@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.collectors import CheckpointMap, Collector, CollectorRunner, registry
+from checkpoint_runtime.collectors import CheckpointMap, Collector
+from checkpoint_runtime.collectors.runner import CollectorRunner
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term
@@ -33,6 +34,7 @@ from checkpoint_runtime.errors import (
     leaves,
 )
 from checkpoint_runtime.runtime import logs, repair
+from checkpoint_runtime.runtime.backend import lease_client, open_backend
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
@@ -46,6 +48,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("checkpoint_runtime.runtime")
 
 _WAKE_SECONDS = 0.1
+
+
+class _Lease(NamedTuple):
+    """Where the elector runs: its own client and the coordination namespace."""
+
+    api: client.ApiClient
+    namespace: str
 
 
 class Runtime:
@@ -115,7 +124,7 @@ class Runtime:
             },
         )
         try:
-            backend, api = self._open_backend()
+            backend, lease = self._open_backend()
         except CheckpointError as error:
             return logs.refused(log, error)
         try:
@@ -139,7 +148,7 @@ class Runtime:
             backend.close()
             return logs.refused(log, ConfigError("sink.path", f"cannot open it: {error}"))
         try:
-            return self._lead_and_collect(backend, api, sink)
+            return self._lead_and_collect(backend, lease, sink)
         finally:
             self.phase = "stopped"
             sink.flush()
@@ -147,41 +156,28 @@ class Runtime:
                 sink.close()
             self.http.stop()
             backend.close()
-            if api is not None:
-                api.close()  # type: ignore[no-untyped-call]
+            if lease is not None:
+                lease.api.close()  # type: ignore[no-untyped-call]
 
-    def _open_backend(self) -> tuple[Backend, client.ApiClient | None]:
-        store = self.settings.store
-        if store.backend == "file":
-            folder = store.path or ""
-            return FileBackend(folder, store.lease_name, store.legacy_config_map), None
-        # The Kubernetes client only for the Kubernetes store: a file store never imports it.
-        from kubernetes import client
-
-        from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-        from checkpoint_runtime.runtime import credentials
-
-        configuration = self._kube_configuration or credentials.kube_configuration(self._kubeconfig)
-        configuration.retries = 0
-        namespace = credentials.coordination_namespace(store.namespace)
-        backend = KubernetesBackend(
-            configuration,
-            namespace,
-            store.lease_name,
-            store.legacy_config_map,
+    def _open_backend(self) -> tuple[Backend, _Lease | None]:
+        """The store's backend, and the elector's client when it elects (kubernetes only)."""
+        backend = open_backend(
+            self.settings.store,
+            kubeconfig=self._kubeconfig,
+            configuration=self._kube_configuration,
             space=EtcdSpaceGate(self.metrics.store.registry),
         )
-        api = client.ApiClient(configuration) if self.settings.election_enabled else None
-        return backend, api
+        if isinstance(backend, FileBackend) or not self.settings.election_enabled:
+            return backend, None
+        return backend, _Lease(lease_client(backend), backend.namespace)
 
-    def _elect(self, api: client.ApiClient) -> Term | None:
+    def _elect(self, lease: _Lease) -> Term | None:
         """Wait until we lead; our term, or None if asked to stop first."""
         from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
-        from checkpoint_runtime.runtime import credentials
 
         store = self.settings.store
-        namespace = credentials.coordination_namespace(store.namespace)
-        lock = KubernetesLeaseLock(api, namespace, store.lease_name, self.identity)
+        namespace = lease.namespace
+        lock = KubernetesLeaseLock(lease.api, namespace, store.lease_name, self.identity)
         elector = LeaderElector(lock, self.settings.timings)
         self._election = ElectionThread(elector)
         self._election.start()
@@ -212,11 +208,11 @@ class Runtime:
     def _leading(self) -> bool:
         return self._election is None or self._election.elector.is_leader()
 
-    def _lead_and_collect(self, backend: Backend, api: client.ApiClient | None, sink: Sink) -> int:
+    def _lead_and_collect(self, backend: Backend, lease: _Lease | None, sink: Sink) -> int:
         settings = self.settings
         epoch, lease_uid = 0, ""
-        if api is not None:
-            elected = self._elect(api)
+        if lease is not None:
+            elected = self._elect(lease)
             if elected is None:
                 return self._finish(None)
             epoch, lease_uid = elected.epoch, elected.lease_uid
@@ -270,7 +266,8 @@ class Runtime:
         return self._finish(store)
 
     def _collectors(self, store: CheckpointMap, sink: Sink) -> list[Collector]:
-        return [registry.kind(c.kind).build(store, sink, c) for c in self.settings.collectors]
+        kinds = self.settings.kinds
+        return [kinds.kind(c.kind).build(store, sink, c) for c in self.settings.collectors]
 
     def _finish(self, store: Store | None) -> int:
         """Flush on a clean shutdown while still leading, then release; the exit code."""

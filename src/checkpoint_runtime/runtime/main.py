@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.errors import CheckpointError, ExitCode, UsageError
 from checkpoint_runtime.runtime import logs, startup
 from checkpoint_runtime.runtime.settings import load_document
@@ -83,7 +82,7 @@ def preflight(args: argparse.Namespace) -> tuple[RuntimeSettings, list[ShardProj
     # A config whose shard could not fit is refused now, naming the knob.
     settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
     for index, collector in enumerate(settings.collectors):
-        process_check = registry.kind(collector.kind).process_check
+        process_check = settings.kinds.kind(collector.kind).process_check
         if process_check is not None:
             process_check(collector, f"collectors[{index}]")
     startup.check_paths(settings)

@@ -27,7 +27,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.constants import (
     COMPACTION_WINDOW_SECONDS,
     CONFIGMAP_VALUE_LIMIT,
@@ -166,7 +165,7 @@ def project(settings: RuntimeSettings, shape: str = PROJECTION_SHAPE) -> list[Sh
     max_chunks = settings.store.max_chunks
     projections = []
     for index, collector in enumerate(settings.collectors):
-        estimate = registry.kind(collector.kind).estimate(collector, shape)
+        estimate = settings.kinds.kind(collector.kind).estimate(collector, shape)
         advice = estimate.max_rows
         if advice is not None:
             advice = chunked_max_rows(advice, max_chunks)

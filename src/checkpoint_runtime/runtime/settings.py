@@ -18,8 +18,8 @@ from typing import Any
 import jsonschema
 
 from checkpoint_runtime import limits, schema_errors
-from checkpoint_runtime.collectors import registry
 from checkpoint_runtime.collectors.kind import CollectorSettings
+from checkpoint_runtime.collectors.registry import BUILTIN, KindTable
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DEBOUNCE_SECONDS,
@@ -99,6 +99,9 @@ class RuntimeSettings:
     sink_kind: str
     sink_path: str | None
     collectors: list[CollectorSettings] = field(default_factory=list)
+    kinds: KindTable = BUILTIN
+    """The collector kinds the config was parsed with; the projection and the process look a
+    collector's kind up here."""
 
 
 def schema_path() -> Path:
@@ -106,13 +109,10 @@ def schema_path() -> Path:
     return schema_file(RUNTIME_CONFIG_SCHEMA)
 
 
-def _schema_validator() -> jsonschema.protocols.Validator:
-    """The config schema's validator, with one `collectors[]` alternative per registered kind."""
-    return _validator(registry.version())
-
-
 @cache
-def _validator(kinds_version: int) -> jsonschema.protocols.Validator:
+def _validator(kinds: KindTable) -> jsonschema.protocols.Validator:
+    """The config schema's validator, with one `collectors[]` alternative per kind of `kinds`
+    (built once per table: a table never changes)."""
     path = schema_path()
     try:
         schema = json.loads(path.read_text())
@@ -120,13 +120,13 @@ def _validator(kinds_version: int) -> jsonschema.protocols.Validator:
         raise ConfigError("", f"runtime config schema not found at {path}: {error}") from None
     schema["properties"]["collectors"]["items"]["oneOf"] = [
         dict(spec.schema) if spec.schema is not None else {"$ref": f"#/$defs/{name}"}
-        for name, spec in registry.kinds().items()
+        for name, spec in kinds.kinds().items()
     ]
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
 
 
-def validate(document: Any) -> None:
+def validate(document: Any, kinds: KindTable = BUILTIN) -> None:
     """Raise ConfigError naming the key path of the first schema violation (after the bounds
     of limits.check_document, so that no pattern ever runs on a huge string)."""
     limits.check_document(document, "")
@@ -135,7 +135,7 @@ def validate(document: Any) -> None:
         raise InputLimitError(
             "collectors", f"{len(collectors)} collectors, over the limit of {MAX_COLLECTORS}"
         )
-    found = schema_errors.violations(_schema_validator().iter_errors(document))
+    found = schema_errors.violations(_validator(kinds).iter_errors(document))
     if found:
         path, message = found[0]
         raise ConfigError(path, message)
@@ -167,9 +167,9 @@ def load_document(path: str | None) -> dict[str, Any]:
     return document
 
 
-def parse(document: dict[str, Any]) -> RuntimeSettings:
-    """Validate a config document and turn it into settings."""
-    validate(document)
+def parse(document: dict[str, Any], kinds: KindTable = BUILTIN) -> RuntimeSettings:
+    """Validate a config document and turn it into settings (its collectors of `kinds`)."""
+    validate(document, kinds)
     document = _integral(document)
     store = {**CONFIG_DEFAULTS["store"], **(document.get("store") or {"backend": "file"})}
     backend = store["backend"]
@@ -185,7 +185,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
     sink = document.get("sink", {"kind": "stdout"})
     if sink["kind"] == "file" and not sink.get("path"):
         raise ConfigError("sink.path", "is required when sink.kind is 'file'")
-    collectors = _collectors(document.get("collectors", []))
+    collectors = _collectors(document.get("collectors", []), kinds)
     bind = http["bindAddress"]
     try:
         ipaddress.ip_address(bind)
@@ -216,6 +216,7 @@ def parse(document: dict[str, Any]) -> RuntimeSettings:
         sink_kind=sink["kind"],
         sink_path=sink.get("path"),
         collectors=collectors,
+        kinds=kinds,
     )
 
 
@@ -231,12 +232,12 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def _collectors(entries: list[dict[str, Any]]) -> list[CollectorSettings]:
+def _collectors(entries: list[dict[str, Any]], kinds: KindTable) -> list[CollectorSettings]:
     """Each entry's settings by its kind's factory; no two collectors may share a namespace."""
     collectors: list[CollectorSettings] = []
     owners: dict[str, int] = {}
     for index, entry in enumerate(entries):
-        settings = registry.parse_entry(entry, f"collectors[{index}]")
+        settings = kinds.parse_entry(entry, f"collectors[{index}]")
         if settings.namespace in owners:
             raise ConfigError(
                 f"collectors[{index}]",

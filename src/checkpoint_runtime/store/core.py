@@ -9,10 +9,11 @@ shard's version (resourceVersion) and leadership stamp.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -166,13 +167,7 @@ class Store:
         validate_shard_key(shard)
         self.require_configured([shard], "it was reloaded")
         deadline = self.new_deadline()
-        lock = self._write_lock(shard)
-        if not lock.acquire(timeout=max(deadline.remaining(), 0.0)):
-            raise DeadlineExceeded(
-                f"deadline of {deadline.seconds:g} s exceeded waiting for shard {shard!r}'s "
-                "write in flight"
-            )
-        try:
+        with self._writing(shard, deadline, "write in flight"):
             stored = self.backend.read_shard(shard, deadline)
             state = None if stored is None else opening.decode(self.backend, stored, deadline)
             with self._lock:
@@ -183,8 +178,6 @@ class Store:
                     self._shards[shard] = state
                     self._observe(state)
                 self.metrics.shards.set(len(self._shards))
-        finally:
-            lock.release()
 
     # -- the collectors' interface ------------------------------------------------------
 
@@ -375,22 +368,25 @@ class Store:
                 list(errors.values()),
             )
 
-    def _write_lock(self, key: str) -> threading.Lock:
+    @contextlib.contextmanager
+    def _writing(self, key: str, deadline: Deadline, waiting_for: str) -> Iterator[None]:
+        """Hold shard `key`'s write lock, waiting for it at most until the deadline."""
         with self._lock:
-            return self._write_locks.setdefault(key, threading.Lock())
-
-    def _persist_locked(self, key: str, deadline: Deadline) -> None:
-        """Persist one shard holding its own write lock (waiting at most until the deadline)."""
-        lock = self._write_lock(key)
+            lock = self._write_locks.setdefault(key, threading.Lock())
         if not lock.acquire(timeout=max(deadline.remaining(), 0.0)):
             raise DeadlineExceeded(
                 f"deadline of {deadline.seconds:g} s exceeded waiting for shard {key!r}'s "
-                "previous write"
+                f"{waiting_for}"
             )
         try:
-            self._persist_one(key, deadline)
+            yield
         finally:
             lock.release()
+
+    def _persist_locked(self, key: str, deadline: Deadline) -> None:
+        """Persist one shard holding its own write lock (waiting at most until the deadline)."""
+        with self._writing(key, deadline, "previous write"):
+            self._persist_one(key, deadline)
 
     def _persist_one(self, key: str, deadline: Deadline) -> None:
         with self._lock:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from checkpoint_runtime.backends.base import Backend, StoredShard
-from checkpoint_runtime.backends.retry import Backoff
 from checkpoint_runtime.constants import (
     ANNOTATION_FORMAT,
     ANNOTATION_LEGACY_DIGEST,
@@ -24,6 +23,7 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, DeadlineExceeded
 from checkpoint_runtime.format import codec, codec_v3
+from checkpoint_runtime.retry import Backoff
 from checkpoint_runtime.store.fencing import Stamp
 from checkpoint_runtime.store.planner import Layout
 from checkpoint_runtime.store.shard_state import ShardState

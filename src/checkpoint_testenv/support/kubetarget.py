@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
+from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.backends.kubernetes import DEFAULT_REQUEST_TIMEOUT, KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -198,9 +199,7 @@ class KubeTarget:
     def lease_client(self) -> client.ApiClient:
         """An admin client for Lease locks (retries 0, as the elector requires). Trials use
         fresh Lease names, which the chart's Role (pinned to its own Lease) does not grant."""
-        configuration = copy.copy(self.admin.api_client.configuration)
-        configuration.retries = 0
-        api = client.ApiClient(configuration)
+        api = api_client(self.admin.api_client.configuration)
         self.api_clients.append(api)
         return api
 

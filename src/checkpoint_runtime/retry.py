@@ -1,6 +1,13 @@
-"""The one backoff every retried API call of the store uses (reads, uncertain-write resolution,
-the legacy mark): exponential with jitter, capped, inside the operation's shared deadline, and
-never shorter than the server's `Retry-After` on a 429 or 503.
+"""The one retry policy of the runtime: every retried API call of the store (reads,
+uncertain-write resolution, the legacy mark) and every collector whose source fails.
+
+A pause doubles from a first one up to a cap, jittered, and is never shorter than the server's
+`Retry-After` on a 429 or 503. The store's calls pause inside the operation's shared deadline;
+a collector's source (`collector_backoff`) is retried from its poll interval up to
+COLLECTOR_BACKOFF_MAX_SECONDS (a poll interval beyond it is never shortened), unjittered: one
+collector polls one source, so there is no herd to spread.
+
+For the store's calls:
 
 Pause k (k = 0, 1, ...) lasts `jitter * min(BACKOFF_MAX, BACKOFF_FIRST * 2**k)` with jitter
 drawn uniformly from [JITTER_MIN, 1], or the server's Retry-After if that is longer. So within
@@ -19,6 +26,7 @@ import random
 import time
 from typing import Any
 
+from checkpoint_runtime.constants import COLLECTOR_BACKOFF_MAX_SECONDS
 from checkpoint_runtime.deadline import Deadline
 
 BACKOFF_FIRST = 0.05
@@ -47,16 +55,25 @@ def retry_after(error: BaseException) -> float | None:
 
 
 class Backoff:
-    """Pauses between attempts of one retried operation."""
+    """Pauses between attempts of one retried operation (the store's, unless told otherwise)."""
 
-    def __init__(self, rng: random.Random | None = None) -> None:
-        self._next = BACKOFF_FIRST
+    def __init__(
+        self,
+        rng: random.Random | None = None,
+        *,
+        first: float = BACKOFF_FIRST,
+        cap: float = BACKOFF_MAX,
+        jitter_min: float = JITTER_MIN,
+    ) -> None:
+        self._next = first
+        self._cap = cap
+        self._jitter_min = jitter_min
         self._rng = rng or random.Random()
 
     def delay(self, error: BaseException | None) -> float:
         """The next pause: jittered exponential, at least the server's Retry-After."""
-        pause = self._next * self._rng.uniform(JITTER_MIN, 1.0)
-        self._next = min(self._next * 2, BACKOFF_MAX)
+        pause = self._next * self._rng.uniform(self._jitter_min, 1.0)
+        self._next = min(self._next * 2, self._cap)
         asked = retry_after(error) if error is not None else None
         return pause if asked is None else max(pause, asked)
 
@@ -67,3 +84,10 @@ class Backoff:
             return False
         time.sleep(seconds)
         return True
+
+
+def collector_backoff(poll_seconds: float) -> Backoff:
+    """The pauses after a collector's consecutive source failures: the poll interval, then
+    doubled up to COLLECTOR_BACKOFF_MAX_SECONDS (or the poll interval, if that is longer)."""
+    cap = max(poll_seconds, COLLECTOR_BACKOFF_MAX_SECONDS)
+    return Backoff(first=poll_seconds, cap=cap, jitter_min=1.0)

@@ -330,7 +330,7 @@ def test_a_state_past_max_chunks_fails_visibly_and_keeps_every_row(harness: Harn
     store = open_store(harness, max_chunks=1)
     store.batch({f"{FEED}/cursor": "c"})
     before = raw_shard(harness, FEED)
-    rows = big_rows(45_000)
+    rows = big_rows(60_000)  # ~1.3 MB of row blocks: past one 1 MiB chunk
     with pytest.raises(ExceptionGroup) as raised:
         store.batch(rows)
     (error,) = raised.value.exceptions

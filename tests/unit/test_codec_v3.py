@@ -33,7 +33,9 @@ def rows_of(seen: int = 300, shape: str = "uuid") -> dict[str, str]:
 
 
 def documents(blob: bytes) -> list[dict[str, Any]]:
-    return [json.loads(m.data) for m in gunzip_members(blob, MAX_DECODED_ENVELOPE, SHARD)]
+    """Each member's JSON document (a base member's: its first line, before the row block)."""
+    members = gunzip_members(blob, MAX_DECODED_ENVELOPE, SHARD)
+    return [json.loads(m.data.partition(b"\n")[0]) for m in members]
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -74,11 +76,20 @@ def chunked_shard(rows: dict[str, str], partitions: int = 3) -> tuple[bytes, lis
 
 def decode(head_blob: bytes, chunk_blobs: list[bytes]) -> dict[str, str]:
     head = codec_v3.decode_head(SHARD, head_blob)
-    budget, chunks = head.budget, []
+    budget, chars, chunks = head.budget, head.chars_budget, []
     for index, blob in enumerate(chunk_blobs):
-        rows, used = codec_v3.decode_chunk(SHARD, blob, index, head.manifest.partitions, budget)
-        budget -= used
-        chunks.append(rows)
+        chunk = codec_v3.decode_chunk(
+            SHARD,
+            blob,
+            index,
+            head.manifest.partitions,
+            budget,
+            encoding=head.encoding,
+            chars_budget=chars,
+        )
+        budget -= chunk.raw_bytes
+        chars -= chunk.chars
+        chunks.append(chunk.rows)
     return codec_v3.assemble(SHARD, head, chunks).rows
 
 
@@ -159,7 +170,7 @@ def test_a_chunk_of_another_index_or_holding_a_foreign_row_is_refused() -> None:
 def test_the_decode_bound_covers_every_chunk_together() -> None:
     rows = rows_of(500)
     _, chunks = chunked_shard(rows, 2)
-    _, used = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE)
+    used = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE).raw_bytes
     with pytest.raises(CorruptShardError, match="exceeds"):
         codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, used - 1)
 

@@ -1,5 +1,5 @@
-"""A row-block layout of one shard's rows that decodes at inflate speed (standalone: no shard
-format uses it yet).
+"""A row-block layout of one shard's rows that decodes at inflate speed: the base layout of
+`gzip-shards-v3` (encoding `rowblock-1`, format/codec_v3.py wraps it in a member).
 
 `encode(rows)` gives the raw payload, ready for gzip; `decode(payload)` gives the rows back
 (dict equality: the layout keeps no row order). The layout:
@@ -30,7 +30,12 @@ Rows whose key is not `head` + canonical unpadded base64 go to one JSON object, 
 section (`plain_bytes` bytes). Decoding refuses, with CorruptShardError, anything the encoder
 cannot have written: a bad magic or header, section lengths that do not add up, counts that do
 not match, non-zero padding (a non-canonical id), invalid UTF-8 or a lone surrogate, duplicate
-keys, and a decoded size beyond MAX_DECODED_ENVELOPE.
+keys, and rows whose characters (keys and values) exceed the budget: MAX_DECODED_ENVELOPE
+standalone, the shard's share of MAX_DECODED_ROW_CHARS inside a v3 member. Keys are counted
+before they are built (a group's shared prefix is where a payload can expand), values as built
+(they cannot be larger than their bytes), so the count is exactly the rows' characters, what
+the encoder counts. A caller's `check` sees every group's keys with their shared head, and the
+plain keys (head None), before they become rows.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from __future__ import annotations
 import binascii
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
@@ -183,14 +188,39 @@ def _group(group: Any, shard: str) -> tuple[str, str, int, int, int, int]:
         raise CorruptShardError(shard, f"row block group {head!r}: not a group the encoder writes")
     if len(prefix) % 4 or not _BASE64.fullmatch(prefix):
         raise CorruptShardError(shard, f"row block group {head!r}: prefix is not aligned base64")
+    _check_text([head], shard)  # JSON escapes can spell a lone surrogate in a head
     return head, prefix, width, count, values_bytes, layout
+
+
+KeyCheck = Callable[[str | None, list[str]], None]
+"""Judges keys before they become rows: (the group's shared head, its keys), or (None, the
+plain keys); raises to refuse them."""
+
+
+def row_chars(rows: Mapping[str, str]) -> int:
+    """What the decode budget counts: the rows' characters, keys and values."""
+    return sum(map(len, rows)) + sum(map(len, rows.values()))
 
 
 def decode(payload: bytes, *, shard: str = PLAIN_SHARD) -> dict[str, str]:
     """The rows of a payload `encode` wrote; CorruptShardError for anything else."""
+    return decode_counted(payload, shard=shard)[0]
+
+
+def decode_counted(
+    payload: bytes,
+    *,
+    shard: str = PLAIN_SHARD,
+    budget: int | None = None,
+    check: KeyCheck | None = None,
+) -> tuple[dict[str, str], int]:
+    """The rows of a payload and their characters (`row_chars`), refusing more than `budget`
+    of them (default MAX_DECODED_ENVELOPE), and anything `encode` cannot have written or
+    `check` refuses."""
+    budget = MAX_DECODED_ENVELOPE if budget is None else budget
     header, at = _header(payload, shard)
     rows: dict[str, str] = {}
-    budget = MAX_DECODED_ENVELOPE
+    limit = budget
     for group in header["groups"]:
         head, prefix, width, count, values_bytes, layout = _group(group, shard)
         padded = width + 3 - width % 3  # at least one byte of padding (see _keys)
@@ -200,9 +230,9 @@ def decode(payload: bytes, *, shard: str = PLAIN_SHARD) -> dict[str, str]:
             raise CorruptShardError(shard, f"row block group {head!r} runs past the payload")
         lead = head + prefix
         chars = -(-4 * width // 3)  # unpadded base64 length of `width` bytes
-        budget -= count * (len(lead) + chars + 1) + values_bytes
+        budget -= count * (len(lead) + chars)  # the keys, before they are built
         if budget < 0:
-            raise CorruptShardError(shard, f"row block expands beyond {MAX_DECODED_ENVELOPE}")
+            raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
         for column in range(width, padded):  # zero padding: every id canonical
             start = at + column * count
             if payload.count(0, start, start + count) != count:
@@ -211,15 +241,25 @@ def decode(payload: bytes, *, shard: str = PLAIN_SHARD) -> dict[str, str]:
         values = _values(payload[ids_end:values_end], layout, count, head, shard)
         if len(values) != count:
             raise CorruptShardError(shard, f"row block group {head!r}: {len(values)} values")
+        budget -= sum(map(len, values))
+        if budget < 0:
+            raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
+        if check is not None:
+            check(head, keys)
         rows.update(zip(keys, values, strict=True))
         at = values_end
     if at + header["plain"] != len(payload):
         raise CorruptShardError(shard, "row block sections do not add up to the payload")
     plain = _plain(payload[at:], shard)
+    budget -= row_chars(plain)
+    if budget < 0:
+        raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
+    if check is not None and plain:
+        check(None, list(plain))
     rows.update(plain)
     if len(rows) != header["rows"]:
         raise CorruptShardError(shard, f"row block holds {len(rows)} rows, says {header['rows']}")
-    return rows
+    return rows, limit - budget
 
 
 def _keys(records: bytearray, width: int, count: int, lead: str) -> list[str]:

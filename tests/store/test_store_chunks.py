@@ -428,15 +428,26 @@ def test_downgrade_rewrites_what_fits_as_v2_and_names_the_rest(harness: Harness)
 
 PREVIOUS_RELEASE = "bc8f231"
 """The last commit writing gzip-shards-v2 (the previous release's code)."""
+FIRST_V3 = "347391d"
+"""The last commit writing gzip-shards-v3 with the JSON column base (no head `encoding`)."""
 
 
-def test_the_previous_release_refuses_a_v3_shard_by_name(harness: Harness, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("commit", "refusal"),
+    [
+        (PREVIOUS_RELEASE, "unknown format 'gzip-shards-v3'"),
+        (FIRST_V3, "head member fields ['active', 'encoding', "),
+    ],
+)
+def test_the_previous_release_refuses_a_v3_shard_by_name(
+    harness: Harness, tmp_path: Path, commit: str, refusal: str
+) -> None:
     if harness.kind != "file":
         pytest.skip("the previous release's code is run on the file store")
     root = Path(__file__).parents[2]
     try:
         archive = subprocess.run(
-            ["git", "-C", str(root), "archive", PREVIOUS_RELEASE, "src/checkpoint_runtime"],
+            ["git", "-C", str(root), "archive", commit, "src/checkpoint_runtime"],
             check=True,
             capture_output=True,
         ).stdout
@@ -462,7 +473,7 @@ def test_the_previous_release_refuses_a_v3_shard_by_name(harness: Harness, tmp_p
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("CorruptShardError"), result.stdout
-    assert "unknown format 'gzip-shards-v3'" in result.stdout
+    assert refusal in result.stdout
 
 
 class Clock:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
@@ -213,6 +214,22 @@ def encode_inline(shard: str, rows: Mapping[str, str]) -> tuple[bytes, int]:
     """An inline base member of `rows` and its raw bytes."""
     data = base_member(shard, rows, "base", {})
     return gzip_fast(data), len(data)
+
+
+def decoded_size(rows: Mapping[str, str], member_bytes: int) -> int:
+    """What the decode bounds count for a base of `rows` whose members inflate to
+    `member_bytes`, in bytes of MAX_DECODED_ENVELOPE: the larger of those bytes and the rows'
+    characters scaled to it (MAX_DECODED_ROW_CHARS bounds them). At most MAX_DECODED_ENVELOPE
+    exactly when the encoder admits the base."""
+    chars = rowblock.row_chars(rows)
+    return max(member_bytes, math.ceil(chars * MAX_DECODED_ENVELOPE / MAX_DECODED_ROW_CHARS))
+
+
+def measure(shard: str, rows: Mapping[str, str]) -> tuple[int, int]:
+    """Compressed bytes of `rows` as one base member, and their decoded size (`decoded_size`):
+    what the startup projection scales."""
+    blob, raw = encode_inline(shard, rows)
+    return len(blob), decoded_size(rows, raw)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from checkpoint_runtime.constants import (
     ANNOTATION_ROWS,
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITER,
+    BASE_ENCODING,
     CONFIGMAP_VALUE_LIMIT,
     MAX_DECODED_ENVELOPE,
     SHARD_FORMAT,
@@ -550,3 +551,37 @@ def test_replacing_a_chunked_shard_wholesale_still_writes_only_inactive_slots(
         store.persist_shards([FEED], store.new_deadline())
     assert all(slot is None or slot.startswith("b") for _, slot in backend.writes)
     assert reopened(harness) == rows
+
+
+MILLION = 1_000_000
+
+
+def test_a_million_uuid_seen_keys_persist_across_chunk_slots_and_reopen(harness: Harness) -> None:
+    """A feed at maxSeenKeys 1,000,000 (uuid names, the projection's worst case) with maxChunks
+    32, which the projection accepts: written to the real API server as the chart's
+    ServiceAccount, reopened row for row, and a 1-row change then writes the head only."""
+    if harness.kind != "kubernetes":
+        pytest.skip("the real API server is the point (the file store holds it the same way)")
+    rows = big_rows(MILLION)
+    store = open_store(harness, max_chunks=32)
+    store.batch(rows)
+    head = head_document(harness)
+    assert head["encoding"] == BASE_ENCODING
+    assert 20 <= head["partitions"] <= 32
+    assert all(size <= CONFIGMAP_VALUE_LIMIT for _, _, size in head["slots"].values())
+    del store
+
+    reopened_store = open_store(harness, writer="leader-2", epoch=2, max_chunks=32)
+    assert dict(reopened_store.items(FEED + "/")) == rows
+    reopened_store.take_ownership()
+    before = {slot: record[0] for slot, record in head_document(harness)["slots"].items()}
+    key = next(iter(rows))
+    reopened_store.set(key, "2026-03-02T00:00:00Z")
+    reopened_store.flush()
+    after = head_document(harness)
+    assert {slot: record[0] for slot, record in after["slots"].items()} == before  # head only
+    del reopened_store
+    assert dict(open_store(harness, writer="observer", epoch=0).items(FEED + "/")) == {
+        **rows,
+        key: "2026-03-02T00:00:00Z",
+    }

@@ -563,7 +563,10 @@ def test_a_million_uuid_seen_keys_persist_across_chunk_slots_and_reopen(harness:
     if harness.kind != "kubernetes":
         pytest.skip("the real API server is the point (the file store holds it the same way)")
     rows = big_rows(MILLION)
-    store = open_store(harness, max_chunks=32)
+    # its first write encodes every chunk (~15 s of CPU): more than the default deadline of the
+    # whole operation on a shared, loaded machine; later compactions encode the changed chunks
+    long = {"max_chunks": 32, "deadline_seconds": 300.0}
+    store = open_store(harness, **long)
     store.batch(rows)
     head = head_document(harness)
     assert head["encoding"] == BASE_ENCODING
@@ -571,7 +574,7 @@ def test_a_million_uuid_seen_keys_persist_across_chunk_slots_and_reopen(harness:
     assert all(size <= CONFIGMAP_VALUE_LIMIT for _, _, size in head["slots"].values())
     del store
 
-    reopened_store = open_store(harness, writer="leader-2", epoch=2, max_chunks=32)
+    reopened_store = open_store(harness, writer="leader-2", epoch=2, **long)
     assert dict(reopened_store.items(FEED + "/")) == rows
     reopened_store.take_ownership()
     before = {slot: record[0] for slot, record in head_document(harness)["slots"].items()}
@@ -581,7 +584,7 @@ def test_a_million_uuid_seen_keys_persist_across_chunk_slots_and_reopen(harness:
     after = head_document(harness)
     assert {slot: record[0] for slot, record in after["slots"].items()} == before  # head only
     del reopened_store
-    assert dict(open_store(harness, writer="observer", epoch=0).items(FEED + "/")) == {
+    assert dict(open_store(harness, writer="observer", epoch=0, **long).items(FEED + "/")) == {
         **rows,
         key: "2026-03-02T00:00:00Z",
     }

@@ -181,6 +181,18 @@ def test_chunk_slots_lift_the_one_object_ceiling_up_to_the_decode_bound() -> Non
     assert "raise store.maxChunks (now 16)" in str(raised.value)
 
 
+def test_project_accepts_a_million_uuid_seen_keys_in_32_chunk_slots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "config.json"
+    document.write_text(json.dumps(config(1_000_000, max_chunks=32)))
+    assert cli.main(["project", "--config", str(document), "--json"]) == 0
+    (feed, _) = json.loads(capsys.readouterr().out)["shards"]
+    assert (feed["rows"] >= 1_000_000, feed["fits"], feed["max_chunks"]) == (True, True, 32)
+    document.write_text(json.dumps(config(1_000_000, max_chunks=16)))
+    assert cli.main(["project", "--config", str(document), "--json"]) == 1
+
+
 def test_the_decode_bound_counts_what_the_encoder_counts() -> None:
     """The projection's decoded size of a feed: the larger of the base member's bytes and its
     rows' characters scaled to the envelope bound, as the encoder's own refusals count them."""

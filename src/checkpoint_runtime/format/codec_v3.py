@@ -483,14 +483,17 @@ def decode_chunk(
 
 
 def assemble(
-    shard: str, head: DecodedHead, chunks: Iterable[Mapping[str, str]]
+    shard: str, head: DecodedHead, chunks: Iterable[dict[str, str]]
 ) -> codec.DecodedShard:
-    """The shard's rows: the base (inline or every chunk) with the head's delta applied."""
+    """The shard's rows: the base (inline or every chunk) with the head's delta applied; the
+    head's inline rows or the largest chunk's dict become them (changed in place)."""
+    # The decoded dicts are the caller's to give: the largest becomes the shard's rows (no copy).
     if head.inline_rows is not None:
-        rows = dict(head.inline_rows)
+        rows = head.inline_rows
     else:
-        rows = {}
-        for chunk in chunks:
+        parts = sorted(chunks, key=len, reverse=True)
+        rows = parts[0] if parts else {}
+        for chunk in parts[1:]:
             rows.update(chunk)
     if len(rows) != head.base_rows:
         raise CorruptShardError(

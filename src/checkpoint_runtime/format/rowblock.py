@@ -238,10 +238,10 @@ def decode_counted(
             if payload.count(0, start, start + count) != count:
                 raise CorruptShardError(shard, f"row block group {head!r}: non-zero padding")
         keys = _keys(_untranspose(payload[at:ids_end], count), width, count, lead)
-        values = _values(payload[ids_end:values_end], layout, count, head, shard)
+        values, value_chars = _values(payload[ids_end:values_end], layout, count, head, shard)
         if len(values) != count:
             raise CorruptShardError(shard, f"row block group {head!r}: {len(values)} values")
-        budget -= sum(map(len, values))
+        budget -= value_chars
         if budget < 0:
             raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
         if check is not None:
@@ -279,20 +279,26 @@ def _keys(records: bytearray, width: int, count: int, lead: str) -> list[str]:
     return list(map(lead.__add__, encoded[:-1].decode("ascii").split("\n")))
 
 
-def _values(data: bytes, layout: int, count: int, head: str, shard: str) -> list[str]:
+def _values(
+    data: bytes, layout: int, count: int, head: str, shard: str
+) -> tuple[list[str], int]:
+    """A group's values and their characters (counted without a step per value where the
+    layout allows: fixed-width ASCII and lines)."""
     if layout == FIXED:
         width, extra = divmod(len(data), count)
         if extra or not width or not data.isascii():
             raise CorruptShardError(shard, f"row block group {head!r}: bad fixed-width values")
         if data.count(b"\n") != count or data[-count:] != b"\n" * count:
             raise CorruptShardError(shard, "bad fixed-width values")
-        return _untranspose(data, count)[:-1].decode("ascii").split("\n")
+        values = _untranspose(data, count)[:-1].decode("ascii").split("\n")
+        return values, len(data) - count
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CorruptShardError(shard, f"row block group {head!r}: values are not UTF-8") from None
     if layout == LINES:
-        return text.split("\n")
+        values = text.split("\n")
+        return values, len(text) - len(values) + 1
     try:
         values = json.loads(text)
     except (ValueError, RecursionError):
@@ -300,7 +306,7 @@ def _values(data: bytes, layout: int, count: int, head: str, shard: str) -> list
     if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
         raise CorruptShardError(shard, f"row block group {head!r}: values must be strings")
     _check_text(values, shard)
-    return values
+    return values, sum(map(len, values))
 
 
 def _plain(data: bytes, shard: str) -> dict[str, str]:

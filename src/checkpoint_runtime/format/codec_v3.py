@@ -482,9 +482,7 @@ def decode_chunk(
     return DecodedChunk(rows, len(data), chars)
 
 
-def assemble(
-    shard: str, head: DecodedHead, chunks: Iterable[dict[str, str]]
-) -> codec.DecodedShard:
+def assemble(shard: str, head: DecodedHead, chunks: Iterable[dict[str, str]]) -> codec.DecodedShard:
     """The shard's rows: the base (inline or every chunk) with the head's delta applied; the
     head's inline rows or the largest chunk's dict become them (changed in place)."""
     # The decoded dicts are the caller's to give: the largest becomes the shard's rows (no copy).

@@ -279,9 +279,7 @@ def _keys(records: bytearray, width: int, count: int, lead: str) -> list[str]:
     return list(map(lead.__add__, encoded[:-1].decode("ascii").split("\n")))
 
 
-def _values(
-    data: bytes, layout: int, count: int, head: str, shard: str
-) -> tuple[list[str], int]:
+def _values(data: bytes, layout: int, count: int, head: str, shard: str) -> tuple[list[str], int]:
     """A group's values and their characters (counted without a step per value where the
     layout allows: fixed-width ASCII and lines)."""
     if layout == FIXED:

@@ -386,7 +386,7 @@ def _decode_base_member(
     if set(line) != fields:
         raise CorruptShardError(shard, f"{member} member fields {sorted(line)} are not the v3 set")
     rows, chars = rowblock.decode_counted(
-        data[end + 1 :], shard=shard, budget=chars_budget, check=_key_check(shard)
+        data, shard=shard, budget=chars_budget, check=_key_check(shard), start=end + 1
     )
     return line, rows, chars
 

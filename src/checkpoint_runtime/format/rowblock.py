@@ -149,14 +149,14 @@ def encode(rows: Mapping[str, str], *, shard: str = PLAIN_SHARD) -> bytes:
     return payload
 
 
-def _header(payload: bytes, shard: str) -> tuple[dict[str, Any], int]:
-    if not payload.startswith(MAGIC):
+def _header(payload: bytes, shard: str, start: int = 0) -> tuple[dict[str, Any], int]:
+    if not payload.startswith(MAGIC, start):
         raise CorruptShardError(shard, "not a row block (bad magic)")
-    end = payload.find(b"\n", len(MAGIC))
+    end = payload.find(b"\n", start + len(MAGIC))
     if end < 0:
         raise CorruptShardError(shard, "row block header is not terminated")
     try:
-        header = json.loads(payload[len(MAGIC) : end])
+        header = json.loads(payload[start + len(MAGIC) : end])
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise CorruptShardError(shard, "row block header is not JSON") from None
     if not isinstance(header, dict) or set(header) != {"rows", "groups", "plain"}:
@@ -213,12 +213,13 @@ def decode_counted(
     shard: str = PLAIN_SHARD,
     budget: int | None = None,
     check: KeyCheck | None = None,
+    start: int = 0,
 ) -> tuple[dict[str, str], int]:
-    """The rows of a payload and their characters (`row_chars`), refusing more than `budget`
-    of them (default MAX_DECODED_ENVELOPE), and anything `encode` cannot have written or
-    `check` refuses."""
+    """The rows of the payload at `start` of `payload` (to its end) and their characters
+    (`row_chars`), refusing more than `budget` of them (default MAX_DECODED_ENVELOPE), and
+    anything `encode` cannot have written or `check` refuses."""
     budget = MAX_DECODED_ENVELOPE if budget is None else budget
-    header, at = _header(payload, shard)
+    header, at = _header(payload, shard, start)
     rows: dict[str, str] = {}
     limit = budget
     for group in header["groups"]:

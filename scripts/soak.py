@@ -51,6 +51,7 @@ from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool  # noqa: E402
 from checkpoint_testenv.support.kubetarget import KubeTarget  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
+NODE_SECTION = "## On the node (tests/node, by hand)"
 MIB = 1024 * 1024
 
 
@@ -519,7 +520,10 @@ the same scenarios at a smaller size (`pytest tests/reliability`, fixed seeds).
     violations = ""
     if soak.violations:
         violations = "## Violations\n\n" + "\n".join(f"- {v}" for v in soak.violations) + "\n"
-    DOC.write_text("\n".join([header, *soak.sections, violations, bugs]).rstrip() + "\n")
+    # The node section is written by hand (node tests are not part of the soak): kept as it is.
+    kept = DOC.read_text().partition(NODE_SECTION)[2] if DOC.is_file() else ""
+    node = NODE_SECTION + kept if kept else ""
+    DOC.write_text("\n".join([header, *soak.sections, violations, bugs, node]).rstrip() + "\n")
     print(f"wrote {DOC.relative_to(ROOT)}")
 
 

@@ -202,11 +202,19 @@ CHUNK_TARGET_BYTES: Final = 128 * 1024
 # the head's delta member may grow to this many compressed bytes (or compaction_ratio of the
 # base, whichever is smaller) before the next persist compacts it into the base.
 HEAD_DELTA_MAX_BYTES: Final = 16 * 1024
-# the store's write budget: bytes of ConfigMap values sent to the API per second, kept by
-# stretching the debounce of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
+# the store's write budget: bytes of shard objects (values, annotations, and
+# WRITE_OBJECT_OVERHEAD_BYTES each) sent to the API per second, kept by stretching the debounce
+# of the busiest shards (chart checkpoint.writeBudgetBytesPerSecond).
 DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND: Final = 262_144
 # the budget is measured over this sliding window (seconds).
 WRITE_BUDGET_WINDOW_SECONDS: Final = 10.0
+# what one object write costs the budget beyond its value and annotations: its name, labels and
+# the metadata the API server adds, and etcd's framing (measured: ~1.9 KB of etcd WAL per write
+# beyond the value, annotations included; see docs/benchmarks.md).
+WRITE_OBJECT_OVERHEAD_BYTES: Final = 1_536
+# before a shard has written a delta, the budget's estimate takes a changed row to cost this
+# many times a row of its base (measured on uuid rows: ~60 bytes in a delta, ~29 in the base).
+DELTA_ROW_BYTES_FACTOR: Final = 2.0
 # a chunk slot whose read disagrees with the manifest while the head changed is read again
 # with backoff (a compaction committed meanwhile) this many times at most, inside the deadline.
 CHUNK_REREAD_ATTEMPTS: Final = 8

@@ -14,8 +14,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from checkpoint_testenv import helm, s3server
-from checkpoint_testenv.binaries import BinariesMissing
+from checkpoint_testenv import helm
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
@@ -25,36 +24,12 @@ from checkpoint_testenv.node.observe import (
     restricted_namespace,
     wait_for,
 )
-from checkpoint_testenv.s3server import S3Server, start_s3_server
+from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
 SECRET = "s3-credentials"
 FEED = "feed-s3"
 SHARD = f"tn1/objectstore/{FEED}"
-
-
-@pytest.fixture(scope="module")
-def node_s3(
-    node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[S3Server]:
-    """An S3 server on the node link's host address (reachable from the node's pods)."""
-    assert node_cluster.netns is not None
-    try:
-        weed = s3server.locate() / "weed"
-    except BinariesMissing as missing:
-        pytest.fail(f"S3 test server unavailable: {missing}", pytrace=False)
-    server = start_s3_server(
-        weed, tmp_path_factory.mktemp("node-s3"), host=node_cluster.netns.host_ip
-    )
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def bucket(node_s3: S3Server) -> str:
-    return node_s3.create_bucket("node")
 
 
 @pytest.fixture(scope="module")

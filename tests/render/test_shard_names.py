@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from checkpoint_gate.engine import Level
@@ -249,6 +249,9 @@ def runtime_names(manifests: list[Manifest]) -> list[str]:
 def test_the_charts_pinned_names_are_the_runtimes(
     collectors: list[Any], lease: str, legacy: str, max_chunks: int
 ) -> None:
+    # The chart refuses a legacy ConfigMap named like the store's own Lease (the Role would
+    # grant update on it); that refusal has its own tests.
+    assume(not legacy or legacy != lease)
     values = names_values(collectors, lease, legacy, max_chunks)
     result = GATE.run(values, release="prop", namespace="apps")
     assert [f.message for f in result.findings if f.level is Level.DENY] == []

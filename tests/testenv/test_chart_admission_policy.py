@@ -7,7 +7,7 @@ cannot pin is refused by admission, with the policy's message: a ConfigMap creat
 store's derived names and labels, a Lease create other than the store's own, and (namespace
 scope, where RBAC grants update on every ConfigMap) an update of an object that is not the
 store's. The store's own life cycle still works with the policy on: elect (Lease create),
-migrate from legacy, persist, take over, and create chunk slots by their derived names.
+migrate from legacy, persist, take over, and grow into chunk slots by their derived names.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from checkpoint_runtime.constants import (
     ANNOTATION_MIGRATED,
+    COMPONENT_CHUNK,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LABEL_STORE,
@@ -31,6 +32,7 @@ from checkpoint_runtime.election.elector import LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.format.naming import shard_labels, shard_name, store_label
+from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import helm
@@ -43,7 +45,6 @@ LEGACY = "collector-checkpoints"
 FEED = "tn/objectstore/feed-a"
 FLOWLOGS = "tn/flowlogs"
 MAX_CHUNKS = 8  # the chunk slots per generation the chart pins (checkpoint.maxChunks' default)
-COMPONENT_CHUNK = "checkpoint-chunk"
 SCOPES = ["namespace", "names"]
 
 
@@ -258,7 +259,7 @@ def test_an_update_outside_the_store_is_refused_by_admission(subject: Subject, n
 
 
 def test_the_store_life_cycle_works_under_the_policy(subject: Subject) -> None:
-    """Elect, migrate, persist, take over, and create chunk slots, all as the ServiceAccount."""
+    """Elect, migrate, persist, take over, and grow into chunk slots, all as the ServiceAccount."""
     configuration = subject.release.configuration()
     target = KubeTarget.of_release(subject.release, subject.admin)
     try:
@@ -287,18 +288,33 @@ def test_the_store_life_cycle_works_under_the_policy(subject: Subject) -> None:
             )
             assert third.get(f"{FEED}/cursor") == "after takeover"
 
-            # The chunk slots a v3 compaction creates: both generations, indexes below maxChunks.
+            # The store grows past one object into chunk slots it creates itself, and a new
+            # leader reads them back by name.
+            grown = FeedWorkload(FEED, 10_000, "uuid").rows
+            third.batch(grown)
+            fourth = Store.open(
+                target.backend(legacy_name=LEGACY), writer="d", epoch=4, shards=shards
+            )
+            assert len(fourth.items(f"{FEED}/seen/")) == sum("/seen/" in key for key in grown)
             head = subject.head()
-            for slot in (f"{head}-ca0", f"{head}-cb{MAX_CHUNKS - 1}"):
+            slots = subject.admin.list_namespaced_config_map(
+                subject.namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_CHUNK}"
+            ).items
+            assert slots, "a 10,000-row state should have grown into chunk slots"
+            assert all(slot.metadata.name.startswith(f"{head}-c") for slot in slots)
+
+            # The last slot of each generation (indexes below maxChunks) can be created too.
+            for slot in (f"{head}-ca{MAX_CHUNKS - 1}", f"{head}-cb{MAX_CHUNKS - 1}"):
                 created = subject.core.create_namespaced_config_map(
                     subject.namespace, config_map(slot, chunk_labels(subject.lease))
                 )
                 assert created.metadata.labels[LABEL_STORE] == store_label(subject.lease)
                 assert created.metadata.labels[LABEL_COMPONENT] == COMPONENT_CHUNK
-            if subject.scope == "namespace" or f"{head}-ca0" in pinned_names(subject):
-                slot = subject.core.read_namespaced_config_map(f"{head}-ca0", subject.namespace)
+            last = f"{head}-ca{MAX_CHUNKS - 1}"
+            if subject.scope == "namespace" or last in pinned_names(subject):
+                slot = subject.core.read_namespaced_config_map(last, subject.namespace)
                 slot.data = {"v": "2"}
-                subject.core.replace_namespaced_config_map(f"{head}-ca0", subject.namespace, slot)
+                subject.core.replace_namespaced_config_map(last, subject.namespace, slot)
             stored = subject.admin.read_namespaced_config_map(head, subject.namespace)
             assert stored.metadata.labels[LABEL_COMPONENT] == COMPONENT_SHARD
 

@@ -46,7 +46,7 @@ from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
 from checkpoint_runtime.format.keys import shard_key, validate_shard_key
 from checkpoint_runtime.store import chunked, opening, planner
-from checkpoint_runtime.store.budget import WriteBudget
+from checkpoint_runtime.store.budget import DueShard, WriteBudget, expected_bytes, object_bytes
 from checkpoint_runtime.store.fencing import Fence, Stamp
 from checkpoint_runtime.store.metrics import StoreMetrics
 from checkpoint_runtime.store.migration import migrate_on_open
@@ -68,6 +68,8 @@ class Plan:
     layout: Layout | None
     head: codec_v3.EncodedHead | None
     compaction: chunked.Compaction | None = None
+    delta_rows: int = 0
+    """Rows in the head's delta (what the write budget's estimate scales by)."""
 
 
 class Store:
@@ -282,7 +284,7 @@ class Store:
         with self._lock:
             dirty = {key: s for key, s in self._shards.items() if s.dirty}
             since = [s.dirty_since for s in dirty.values() if s.dirty_since is not None]
-            expected = {key: max(s.last_write_bytes, 1) for key, s in dirty.items()}
+            expected = {key: expected_bytes(self._due(s)) for key, s in dirty.items()}
         if not since or self._clock() - min(since) < self.debounce_seconds:
             return False
         admitted = self.budget.admit(expected)
@@ -290,6 +292,24 @@ class Store:
             return False
         self._persist(admitted, self.new_deadline())
         return True
+
+    def _due(self, state: ShardState) -> DueShard:
+        """What the write budget's estimate needs of a due shard (under the store's lock)."""
+        layout, prior = state.layout, state.base_prior
+        return DueShard(
+            head_bytes=len(state.head_blob),
+            head_annotation_bytes=sum(len(k) + len(v) for k, v in state.head_annotations.items()),
+            head_delta_bytes=state.head_delta_bytes,
+            row_bytes=state.delta_row_bytes,
+            changed_rows=len(state.rows) if prior is None else len(prior),
+            base_bytes=state.compressed_bytes if layout is None else layout.base_bytes,
+            base_rows=len(state.rows) if layout is None else layout.base_rows,
+            chunks=0 if layout is None or layout.inline is not None else layout.manifest.partitions,
+            delta_bound=0.0
+            if layout is None
+            else planner.delta_bound(layout, self.compaction_ratio),
+            whole=layout is None or prior is None or planner.must_compact(layout),
+        )
 
     def flush(self) -> None:
         """Persist every dirty shard now (shutdown)."""
@@ -414,7 +434,7 @@ class Store:
             if head is not None and planner.head_only(
                 layout, head.delta_bytes, len(head.blob), self.compaction_ratio
             ):
-                return Plan(generation, rows, layout, head)
+                return Plan(generation, rows, layout, head, delta_rows=len(changes))
         with self._lock:
             generation, snapshot = state.generation, dict(state.rows)
             changed = None if layout is None or prior is None else set(prior)
@@ -463,7 +483,10 @@ class Store:
                         self._prover(key, version, deadline),
                         deadline,
                     )
-                    sent += sum(len(write.blob) for _, write in writes.values())
+                    sent += sum(
+                        object_bytes(len(write.blob), write.annotations)
+                        for _, write in writes.values()
+                    )
                     self.metrics.api_bytes_written.labels(key).inc(
                         sum(len(write.blob) for _, write in writes.values())
                     )
@@ -509,7 +532,7 @@ class Store:
             self.metrics.uncertain_writes.labels(key).inc()
         self.metrics.writes.labels(key).inc()
         self.metrics.api_bytes_written.labels(key).inc(len(head.blob))
-        self.budget.record(key, len(head.blob))
+        self.budget.record(key, object_bytes(len(head.blob), write.annotations))
         if compaction is not None and compaction.chunks:
             self.metrics.compactions.labels(key).inc()
         with self._lock:
@@ -519,6 +542,9 @@ class Store:
             state.last_write_bytes = len(head.blob) + (
                 0 if compaction is None else sum(len(c.blob) for c in compaction.chunks.values())
             )
+            state.head_delta_bytes = head.delta_bytes
+            if plan.delta_rows:
+                state.delta_row_bytes = head.delta_bytes / plan.delta_rows
             state.persisted_generation = max(state.persisted_generation, plan.generation)
             state.raw_bytes = raw
             state.compressed_bytes = len(head.blob) + (
@@ -574,7 +600,7 @@ class Store:
             state.head_annotations = dict(annotations)
             if version is None:
                 state.head_blob = write.blob
-        return result.version, stamp, len(write.blob)
+        return result.version, stamp, object_bytes(len(write.blob), write.annotations)
 
     def _prover(self, key: str, version: str | None, deadline: Deadline) -> chunked.Prove:
         """The re-proof made after reading a slot and before writing it: a guarded renewal of

@@ -42,7 +42,12 @@ class ShardState:
     """The stored head as last read or written (re-sent with our stamp before a compaction
     writes chunk slots over a head stamped by another writer or term)."""
     last_write_bytes: int = 0
-    """Bytes the last write of this shard sent (what the write budget expects the next to cost)."""
+    """Value bytes the last write of this shard sent."""
+    head_delta_bytes: int = 0
+    """Compressed bytes of the delta the stored head carries (as last written)."""
+    delta_row_bytes: float = 0.0
+    """Compressed bytes per row of the last delta written (0: none yet): what the write
+    budget's estimate of the next persist scales by the rows changed since the base."""
 
     def note_change(self, key: str, old: str | None) -> None:
         """Record the value a row had before its first change since the base (and since the

@@ -12,7 +12,11 @@ from typing import Any
 
 from kubernetes import client
 
+from checkpoint_runtime.backends.base import StoredShard
+from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER
+from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support import polling
@@ -85,6 +89,36 @@ def shard_writers(release: Release) -> dict[str, str]:
         for cm in listed.items
         if cm.metadata.annotations and ANNOTATION_WRITER in cm.metadata.annotations
     }
+
+
+def stored_heads(release: Release) -> dict[str, StoredShard]:
+    """Shard -> its own object (the head; not its chunk slots) as stored, undecoded."""
+    backend = KubernetesBackend(
+        release.plane.configuration(), release.coordination_namespace, release.lease_name
+    )
+    try:
+        return {stored.shard: stored for stored in backend.list_shards(Deadline(30.0))}
+    finally:
+        backend.close()
+
+
+def stored_chunks(release: Release) -> dict[str, int]:
+    """Shard -> how many chunk slots its stored base spans (0: the base is in the head), read
+    as admin with the product's own reader (never migrating)."""
+    backend = KubernetesBackend(
+        release.plane.configuration(), release.coordination_namespace, release.lease_name
+    )
+    try:
+        states = Store.open(backend, writer="test-reader", migrate=False).shard_states()
+    finally:
+        backend.close()
+    chunks: dict[str, int] = {}
+    for shard, state in states.items():
+        layout = state.layout
+        chunks[shard] = (
+            0 if layout is None or layout.inline is not None else (layout.manifest.partitions)
+        )
+    return chunks
 
 
 def service_name(release: Release) -> str:

@@ -28,21 +28,31 @@ setup:
       echo "setup: done" >&2
     fi
 
-# install the package with only its gate extra into .venv (no dev tools, no Go builds): what gate and render need; nothing to do after setup, which includes it (idempotent)
+# install the package (editable) with only its gate extra into .venv (no dev tools, no Go builds): what gate and render need; nothing to do after setup, which includes it (idempotent)
 [group('setup')]
 setup-gate:
     #!/usr/bin/env bash
     set -euo pipefail
-    [[ -x {{ py }} ]] || python3.11 -m venv {{ venv }}
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    for stamp in {{ venv }}/.installed {{ venv }}/.installed-gate; do
-      [[ -f $stamp && $(cat "$stamp") == "$want" ]] && exit 0
-    done
-    echo "setup-gate: installing checkpoint-runtime (editable) with its gate extra into" \
-      "{{ venv }}; no dev tools" >&2
-    # --no-compile: a gate run imports a few hundred of the ~3,400 modules installed (the
-    # Kubernetes client alone has ~1,900 it never imports); those compile on first import.
-    {{ bin }}/pip install --disable-pip-version-check --no-compile -e '.[gate]' >&2
+    [[ -e {{ venv }} ]] || scripts/setup/venv.sh {{ venv }}
+    dev=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    want=$(cat pyproject.toml scripts/setup/gate.lock | sha256sum | cut -d' ' -f1)
+    [[ -f {{ venv }}/.installed && $(cat {{ venv }}/.installed) == "$dev" ]] && exit 0
+    [[ -f {{ venv }}/.installed-gate && $(cat {{ venv }}/.installed-gate) == "$want" ]] && exit 0
+    echo "setup-gate: installing checkpoint-runtime (editable) with its gate extra into {{ venv }}" >&2
+    pip=({{ py }} -m pip install --disable-pip-version-check --no-compile)
+    if [[ -f {{ venv }}/.installed ]]; then  # the dev install of an older pyproject.toml
+      "${pip[@]}" -e '.[gate]' >&2
+    else
+      # Every pin is in gate.lock (no resolving: --no-deps); scripts/setup/venv.sh installed
+      # them already unless the lock changed since. The pinned build backend builds the
+      # editable install without an isolated build environment, offline.
+      lock=$(grep -v '^#' scripts/setup/gate.lock | sha256sum | cut -d' ' -f1)
+      if [[ ! -f {{ venv }}/.lock-installed || $(cat {{ venv }}/.lock-installed) != "$lock" ]]; then
+        "${pip[@]}" --no-deps --only-binary :all: -r scripts/setup/gate.lock >&2
+        echo "$lock" > {{ venv }}/.lock-installed
+      fi
+      "${pip[@]}" --no-deps --no-build-isolation --no-index -e . >&2
+    fi
     echo "$want" > {{ venv }}/.installed-gate
     echo "setup-gate: done" >&2
 
@@ -86,9 +96,73 @@ network-policies-build:
 scanners-build:
     scripts/testenv/build-scanners.sh >&2
 
-# the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included)
+# the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included); ends with the time of every step and test tier on stderr
 [group('check')]
-check: setup system testenv-build testenv-node-build network-policies-build image policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check gen-check policy-check (test "--durations=25")
+check:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    steps=(setup system testenv-build testenv-node-build network-policies-build image
+      policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check
+      gen-check policy-check "test --durations=25")
+    just=("{{ just_executable() }}" --justfile "{{ justfile() }}")
+    scratch=$(mktemp -d)
+    export CHECKPOINT_TEST_TIMES=$scratch/tiers.tsv  # checkpoint_testenv.tiertimes writes it
+    load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+    started=$(date +%s)
+    # Go's module downloads for every build, in the background, in a session of their own
+    setsid bash -c 'start=$(date +%s); status=0; scripts/testenv/prefetch.sh >"$1/prefetch.log" 2>&1 \
+      || status=$?; echo "$status $(($(date +%s) - start))" >"$1/prefetch.done"' - "$scratch" &
+    prefetch=$!
+    summary() {
+      status=$?
+      kill -- "-$prefetch" 2>/dev/null || true
+      {
+        echo
+        echo "check: time per step (wall s; CPU s: user + system of the step's processes)"
+        while IFS=$'\t' read -r step wall cpu; do
+          printf '  %-24s %8.0f %8.0f\n' "$step" "$wall" "$cpu"
+        done <"$scratch/steps.tsv"
+        if [[ -s $scratch/tiers.tsv ]]; then
+          echo "check: test time per tier (tests; s of setup + call + teardown)"
+          while IFS=$'\t' read -r tier count seconds; do
+            printf '  %-24s %8s %8.0f\n' "$tier" "$count" "$seconds"
+          done <"$scratch/tiers.tsv"
+        fi
+        if [[ -f $scratch/prefetch.done ]]; then
+          read -r code seconds <"$scratch/prefetch.done"
+          echo "check: Go module prefetch (in the background from the start): $seconds s, exit $code"
+        fi
+        verdict=$([[ $status == 0 ]] && echo ok || echo "exit $status")
+        echo "check: $verdict after $(($(date +%s) - started)) s; load average before" \
+          "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+      } >&2
+      # pytest's own closing line last, as a reader of the log expects it
+      grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected)' "$scratch/test.out" \
+        2>/dev/null | tail -1 || true
+      rm -rf "$scratch"
+    }
+    trap summary EXIT
+    touch "$scratch/steps.tsv"
+    TIMEFORMAT='%R %U %S'
+    exec 3>&2
+    for step in "${steps[@]}"; do
+      read -ra words <<<"$step"
+      echo "check: == $step" >&2
+      status=0
+      if [[ ${words[0]} == test ]]; then
+        { time "${just[@]}" "${words[@]}" 2>&3 | tee "$scratch/test.out"; } 2>"$scratch/time" \
+          || status=$?
+      else
+        { time "${just[@]}" "${words[@]}" 2>&3; } 2>"$scratch/time" || status=$?
+      fi
+      read -r wall user system <"$scratch/time" || true
+      cpu=$(awk -v u="${user:-0}" -v s="${system:-0}" 'BEGIN { print u + s }')
+      printf '%s\t%s\t%s\n' "$step" "${wall:-0}" "$cpu" >>"$scratch/steps.tsv"
+      if ((status != 0)); then
+        echo "check: $step failed (exit $status)" >&2
+        exit "$status"
+      fi
+    done
 
 # ruff lint and yamllint on the chart
 [group('check')]

@@ -7,53 +7,26 @@ leader's token file on the node: it changes, the old token is refused by the API
 leader goes on renewing its Lease and writing its shard afterwards, without a restart and without
 losing leadership: its client reread the file.
 
-About 11 minutes: the token's lifetime cannot be shorter than 600 s.
+The token's lifetime cannot be shorter than 600 s, so this takes about 11 minutes from the
+release's install; the release is installed when the node tests start (tests/node/conftest.py)
+and this test runs after the others, so the wait overlaps theirs.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
 
 from checkpoint_runtime.constants import ANNOTATION_WRITE_ID
 from checkpoint_testenv import helm
-from checkpoint_testenv.flowlogs import FlowFeed
-from checkpoint_testenv.node.cluster import NodeCluster
-from checkpoint_testenv.node.observe import (
-    describe,
-    holder_pod,
-    lease_holder,
-    restricted_namespace,
-    runtime_pods,
-    shard_writers,
-    wait_for,
-)
+from checkpoint_testenv.node.observe import lease_holder, runtime_pods, wait_for
+from checkpoint_testenv.node.tokens import TOKEN_EXPIRATION_SECONDS, FirstToken, token_claims
 
 pytestmark = pytest.mark.node
 
-EXPIRATION_SECONDS = 600  # the API server refuses a projected token shorter than this
-VOLUME = "kube-api-access"
 EXPIRY_LEEWAY_SECONDS = 60.0
-
-
-def _token_file(node: NodeCluster, pod: Any) -> Path:
-    """The projected token as the kubelet keeps it on the node for `pod`."""
-    volumes = node.workdir / "kubelet" / "pods" / pod.metadata.uid / "volumes"
-    return volumes / "kubernetes.io~projected" / VOLUME / "token"
-
-
-def _claims(token: str) -> dict[str, Any]:
-    payload = token.split(".")[1]
-    decoded: dict[str, Any] = json.loads(
-        base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-    )
-    return decoded
 
 
 def _authenticated(release: helm.Release, token: str) -> bool:
@@ -74,47 +47,30 @@ def _write_ids(release: helm.Release) -> set[str]:
     }
 
 
-@pytest.fixture(scope="module")
-def release(node_cluster: NodeCluster, flow_feed: FlowFeed) -> helm.Release:
-    plane = node_cluster.control_plane
-    namespace = restricted_namespace(plane, "token")
-    values = {
-        "serviceAccount": {"tokenExpirationSeconds": EXPIRATION_SECONDS},
-        "checkpoint": {
-            "collectors": [{"kind": "flowlogs", "url": flow_feed.url, "pollSeconds": 0.5}]
-        },
-    }
-    try:
-        return helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
-
-
 def test_the_leader_keeps_writing_after_its_first_token_expired(
-    node_cluster: NodeCluster, release: helm.Release
+    token_release: FirstToken,
 ) -> None:
-    wait_for(lambda: bool(shard_writers(release)), 60, "a shard written")
-    holder = lease_holder(release)
-    (leader,) = [pod for pod in runtime_pods(release) if pod.metadata.name == holder_pod(holder)]
-    token_file = _token_file(node_cluster, leader)
-    first = token_file.read_text()
-    claims = _claims(first)
-    assert claims["exp"] - claims["iat"] == EXPIRATION_SECONDS, claims
-    assert _authenticated(release, first)
+    release, first = token_release.release, token_release.token
+    claims = token_claims(first)
+    lifetime = claims["exp"] - claims["iat"]
+    assert lifetime == TOKEN_EXPIRATION_SECONDS, claims
+    assert lease_holder(release) == token_release.holder
+    if time.time() < claims["exp"]:
+        assert _authenticated(release, first)
 
     # The kubelet renews the token at 80% of its life (plus jitter and its sync period).
     wait_for(
-        lambda: token_file.read_text() != first,
-        EXPIRATION_SECONDS,
+        lambda: token_release.token_file.read_text() != first,
+        max(60.0, claims["exp"] - time.time()),
         "the kubelet writing a new token",
         interval=5.0,
     )
-    renewed = token_file.read_text()
-    assert _claims(renewed)["iat"] > claims["iat"]
+    renewed = token_release.token_file.read_text()
+    assert token_claims(renewed)["iat"] > claims["iat"]
 
     # Past the first token's exp (plus the API server's 60 s leeway for clock skew, and its
     # 10 s cache of authentication results) it is refused; the pod has only the new one.
-    time.sleep(max(0.0, claims["exp"] - time.time()) + EXPIRY_LEEWAY_SECONDS)
+    time.sleep(max(0.0, claims["exp"] + EXPIRY_LEEWAY_SECONDS - time.time()))
     wait_for(lambda: not _authenticated(release, first), 60, "the first token refused")
     assert _authenticated(release, renewed)
 
@@ -123,7 +79,7 @@ def test_the_leader_keeps_writing_after_its_first_token_expired(
     before = _write_ids(release)
     wait_for(lambda: release.read_lease().spec.renew_time != renewed_at, 30, "a Lease renewal")
     wait_for(lambda: _write_ids(release) - before != set(), 60, "a shard written after expiry")
-    assert lease_holder(release) == holder
-    (pod,) = [pod for pod in runtime_pods(release) if pod.metadata.name == leader.metadata.name]
+    assert lease_holder(release) == token_release.holder
+    (pod,) = [p for p in runtime_pods(release) if p.metadata.name == token_release.pod_name]
     restarts = [status.restart_count for status in pod.status.container_statuses]
     assert restarts == [0], restarts

@@ -31,7 +31,7 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.election.elector import LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.format.legacy import encode_legacy
-from checkpoint_runtime.format.naming import shard_labels, shard_name, store_label
+from checkpoint_runtime.format.naming import chunk_labels, shard_labels, shard_name, store_label
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
@@ -88,10 +88,6 @@ def config_map(name: str, labels: dict[str, str] | None = None) -> client.V1Conf
     return client.V1ConfigMap(
         metadata=client.V1ObjectMeta(name=name, labels=labels), data={"v": "1"}
     )
-
-
-def chunk_labels(lease: str) -> dict[str, str]:
-    return {**shard_labels(lease), LABEL_COMPONENT: COMPONENT_CHUNK}
 
 
 def lease_object(name: str) -> client.V1Lease:
@@ -296,12 +292,13 @@ def test_the_store_life_cycle_works_under_the_policy(subject: Subject) -> None:
                 target.backend(legacy_name=LEGACY), writer="d", epoch=4, shards=shards
             )
             assert len(fourth.items(f"{FEED}/seen/")) == sum("/seen/" in key for key in grown)
-            head = subject.head()
             slots = subject.admin.list_namespaced_config_map(
                 subject.namespace, label_selector=f"{LABEL_COMPONENT}={COMPONENT_CHUNK}"
             ).items
             assert slots, "a 10,000-row state should have grown into chunk slots"
-            assert all(slot.metadata.name.startswith(f"{head}-c") for slot in slots)
+            feed_head = subject.head(FEED)
+            assert all(slot.metadata.name.startswith(f"{feed_head}-c") for slot in slots)
+            head = subject.head()
 
             # The last slot of each generation (indexes below maxChunks) can be created too.
             for slot in (f"{head}-ca{MAX_CHUNKS - 1}", f"{head}-cb{MAX_CHUNKS - 1}"):

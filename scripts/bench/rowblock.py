@@ -1,9 +1,11 @@
-"""Row-block benchmark: format/rowblock.py (gzipped) beside the baseline and the v2 envelope.
+"""Row-block benchmark: the v3 base (format/rowblock.py) beside the baseline and the v2 envelope.
 
 The baseline is gzip + json.loads of the sorted compact JSON map (checkpoint_testenv.baseline).
-The row block is gzipped as the v2 base member is (libdeflate level 9, gzip_fast; zlib level 9
-beside it for bytes) and decoded with the codec's bounded inflate, every fail-closed check of
-rowblock.decode included. The v2 envelope (format.codec, what shards hold today) is timed in
+The row block is measured as the store writes it: a v3 head whose inline base member is the
+row block (codec_v3.encode_inline + encode_head: libdeflate level 9; zlib level 9 of the bare
+row block beside it for bytes), decoded by codec_v3.decode_head + assemble, every fail-closed
+check included (bounded inflate, the head and member lines, rowblock.decode, rows of the
+shard). The v2 envelope (format.codec, what shards hold today) is timed in
 the same rotation. Both reference workloads (one object-store feed shard each, the codec
 benchmark's), 5000 seen rows; every repetition runs every decode once, the order rotating,
 then the row block and the baseline back to back (alternating which goes first) for a paired
@@ -21,9 +23,9 @@ from typing import Any
 
 from bench import codec as codec_bench
 from bench.report import Report, Table, emit, parser
-from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
-from checkpoint_runtime.format import codec, rowblock
-from checkpoint_runtime.format.gzipmembers import gunzip_bounded, gzip_fast, gzip_fixed
+from checkpoint_runtime.format import codec, codec_v3, rowblock
+from checkpoint_runtime.format.codec_v3 import Manifest
+from checkpoint_runtime.format.gzipmembers import gzip_fixed
 from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
 from checkpoint_testenv.baseline import baseline_decode, baseline_encode
 from checkpoint_testenv.support.timing import alternated, rotated, timed_ms
@@ -36,13 +38,12 @@ def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
     shard = codec_bench.SHARD
     rows = FeedWorkload(shard, seen_rows, shape).rows
     payload = rowblock.encode(rows, shard=shard)
-    block = gzip_fast(payload)
+    inline, raw = codec_v3.encode_inline(shard, rows)
+    block = codec_v3.encode_head(shard, Manifest(), len(rows), inline, raw, {}, len(rows)).blob
     baseline = baseline_encode(rows)
     envelope = codec.encode_shard(shard, rows).blob
     decoders: dict[str, Callable[[], Any]] = {
-        "rowblock": lambda: rowblock.decode(
-            gunzip_bounded(block, MAX_DECODED_ENVELOPE, shard), shard=shard
-        ),
+        "rowblock": lambda: codec_v3.assemble(shard, codec_v3.decode_head(shard, block), []).rows,
         "baseline": lambda: baseline_decode(baseline),
         "v2": lambda: codec.decode_shard(shard, envelope),
     }
@@ -101,8 +102,9 @@ def run(quick: bool = False, seen_rows: int | None = None) -> Report:
         ],
         [measure(shape, count, repetitions) for shape in SHAPES],
         [
-            "Row block: format/rowblock.py encode, gzip_fast (the v2 writer's deflater); decode = "
-            "the codec's bounded zlib inflate + rowblock.decode with every check. Baseline: "
+            "Row block: a v3 head with its inline row-block base member, as the store writes "
+            "it (libdeflate 9); decode = codec_v3.decode_head + assemble with every check. "
+            "Baseline: "
             "gzip.compress(json.dumps(sorted map)) and gzip.decompress + json.loads. v2: "
             "format.codec.encode_shard/decode_shard. Decode ratio: the median over repetitions of "
             "row block / baseline decode timed back to back, alternating which goes first; the "

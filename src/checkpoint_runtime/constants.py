@@ -7,7 +7,14 @@ from typing import Final
 CONFIGMAP_VALUE_LIMIT: Final = 1_048_576
 
 # an envelope that decodes to more than this is rejected; the encoder refuses to make one.
+# A shard's members (head and every chunk) inflate to at most this many bytes together.
 MAX_DECODED_ENVELOPE: Final = 128 * 1024 * 1024
+# a row-block base (v3 encoding `rowblock-1`) expands to at most this many characters of rows
+# (keys and values) over the whole shard; the encoder refuses more. Its members store ids
+# decoded and shared prefixes once, so a uuid seen row is ~162 characters from ~76 payload
+# bytes: the rows, not the payload, reach a bound first. Twice the envelope bound admits
+# 1.5 million such rows (the rows of a million take ~300 MB of memory once decoded).
+MAX_DECODED_ROW_CHARS: Final = 2 * MAX_DECODED_ENVELOPE
 
 # the shard format written, every format ever written (all stay readable), and the single
 # binaryData entry.
@@ -16,6 +23,10 @@ SHARD_FORMAT_V2: Final = "gzip-shards-v2"
 SHARD_FORMAT_V1: Final = "gzip-shards-v1"
 SHARD_FORMATS: Final = (SHARD_FORMAT_V1, SHARD_FORMAT_V2, SHARD_FORMAT)
 SHARD_DATA_KEY: Final = "checkpoint.json.gz"
+# the base encoding a v3 head names (its `encoding` field): the inline base and every chunk are
+# row blocks (format/rowblock.py). A head without the field is v3 as first written: its base
+# members hold the JSON column layout (still read; rewritten at the shard's next persist).
+BASE_ENCODING: Final = "rowblock-1"
 
 # the old release's single-ConfigMap format.
 LEGACY_DATA_KEY: Final = "checkpoints.json"

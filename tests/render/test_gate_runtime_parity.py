@@ -43,8 +43,8 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
     "defaults": ({}, None),
     "feed-default-bound": (collectors(feed("audit")), None),
     "feed-30000-seen-keys": (collectors(feed("audit", maxSeenKeys=30_000)), None),
-    "feed-40000-seen-keys-in-one-object": (
-        collectors(feed("audit", maxSeenKeys=40_000), max_chunks=1),
+    "feed-50000-seen-keys-in-one-object": (
+        collectors(feed("audit", maxSeenKeys=50_000), max_chunks=1),
         "checkpoint.collectors[0].maxSeenKeys",
     ),
     "feed-100000-seen-keys-in-8-chunk-slots": (
@@ -57,6 +57,10 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
     ),
     "feed-500000-seen-keys-in-32-chunk-slots": (
         collectors(feed("audit", maxSeenKeys=500_000), max_chunks=32),
+        None,
+    ),
+    "feed-1000000-seen-keys-in-32-chunk-slots": (
+        collectors(feed("audit", maxSeenKeys=1_000_000), max_chunks=32),
         None,
     ),
     "second-feed-too-large": (

@@ -30,6 +30,7 @@ from checkpoint_runtime.constants import (
     ANNOTATION_ROWS,
     ANNOTATION_SHARD_KEY,
     ANNOTATION_WRITER,
+    BASE_ENCODING,
     CONFIGMAP_VALUE_LIMIT,
     MAX_DECODED_ENVELOPE,
     SHARD_FORMAT,
@@ -49,7 +50,12 @@ from checkpoint_runtime.ops import inspection
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2
 from checkpoint_testenv.support.kubetarget import RawObject
-from checkpoint_testenv.support.releases import HistoryMissing, extract_release
+from checkpoint_testenv.support.releases import (
+    FIRST_V3,
+    PREVIOUS_RELEASE,
+    HistoryMissing,
+    extract_release,
+)
 
 FEED = "tn/objectstore/feed-a"
 SMALL = "tn/flowlogs"
@@ -329,7 +335,7 @@ def test_a_state_past_max_chunks_fails_visibly_and_keeps_every_row(harness: Harn
     store = open_store(harness, max_chunks=1)
     store.batch({f"{FEED}/cursor": "c"})
     before = raw_shard(harness, FEED)
-    rows = big_rows(45_000)
+    rows = big_rows(60_000)  # ~1.3 MB of row blocks: past one 1 MiB chunk
     with pytest.raises(ExceptionGroup) as raised:
         store.batch(rows)
     (error,) = raised.value.exceptions
@@ -425,11 +431,20 @@ def test_downgrade_rewrites_what_fits_as_v2_and_names_the_rest(harness: Harness)
     assert inspection.unused_slots(open_store(harness))  # the small shard's slots, left
 
 
-def test_the_previous_release_refuses_a_v3_shard_by_name(harness: Harness, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("commit", "refusal"),
+    [
+        (PREVIOUS_RELEASE, "unknown format 'gzip-shards-v3'"),
+        (FIRST_V3, "head member fields ['active', 'encoding', "),
+    ],
+)
+def test_the_previous_release_refuses_a_v3_shard_by_name(
+    harness: Harness, tmp_path: Path, commit: str, refusal: str
+) -> None:
     if harness.kind != "file":
         pytest.skip("the previous release's code is run on the file store")
     try:
-        extract_release(tmp_path / "previous", "src/checkpoint_runtime")
+        extract_release(tmp_path / "previous", "src/checkpoint_runtime", revision=commit)
     except HistoryMissing as error:
         pytest.skip(f"no git history here: {error}")
     open_store(harness).batch({f"{SMALL}/cursor": "v3 now"})
@@ -450,7 +465,7 @@ def test_the_previous_release_refuses_a_v3_shard_by_name(harness: Harness, tmp_p
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("CorruptShardError"), result.stdout
-    assert "unknown format 'gzip-shards-v3'" in result.stdout
+    assert refusal in result.stdout
 
 
 class Clock:
@@ -530,3 +545,40 @@ def test_replacing_a_chunked_shard_wholesale_still_writes_only_inactive_slots(
         store.persist_shards([FEED], store.new_deadline())
     assert all(slot is None or slot.startswith("b") for _, slot in backend.writes)
     assert reopened(harness) == rows
+
+
+MILLION = 1_000_000
+
+
+def test_a_million_uuid_seen_keys_persist_across_chunk_slots_and_reopen(harness: Harness) -> None:
+    """A feed at maxSeenKeys 1,000,000 (uuid names, the projection's worst case) with maxChunks
+    32, which the projection accepts: written to the real API server as the chart's
+    ServiceAccount, reopened row for row, and a 1-row change then writes the head only."""
+    if harness.kind != "kubernetes":
+        pytest.skip("the real API server is the point (the file store holds it the same way)")
+    rows = big_rows(MILLION)
+    # its first write encodes every chunk (~15 s of CPU): more than the default deadline of the
+    # whole operation on a shared, loaded machine; later compactions encode the changed chunks
+    long = {"max_chunks": 32, "deadline_seconds": 300.0}
+    store = open_store(harness, **long)
+    store.batch(rows)
+    head = head_document(harness)
+    assert head["encoding"] == BASE_ENCODING
+    assert 20 <= head["partitions"] <= 32
+    assert all(size <= CONFIGMAP_VALUE_LIMIT for _, _, size in head["slots"].values())
+    del store
+
+    reopened_store = open_store(harness, writer="leader-2", epoch=2, **long)
+    assert dict(reopened_store.items(FEED + "/")) == rows
+    reopened_store.take_ownership()
+    before = {slot: record[0] for slot, record in head_document(harness)["slots"].items()}
+    key = next(iter(rows))
+    reopened_store.set(key, "2026-03-02T00:00:00Z")
+    reopened_store.flush()
+    after = head_document(harness)
+    assert {slot: record[0] for slot, record in after["slots"].items()} == before  # head only
+    del reopened_store
+    assert dict(open_store(harness, writer="observer", epoch=0, **long).items(FEED + "/")) == {
+        **rows,
+        key: "2026-03-02T00:00:00Z",
+    }

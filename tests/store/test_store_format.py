@@ -41,7 +41,9 @@ FEED = "tn/objectstore/feed-a"
 
 
 def members(blob: bytes) -> list[dict[str, Any]]:
-    return [json.loads(m.data) for m in gunzip_members(blob, MAX_DECODED_ENVELOPE, "test")]
+    """Each member's JSON document (a base member's: its first line, before the row block)."""
+    found = gunzip_members(blob, MAX_DECODED_ENVELOPE, "test")
+    return [json.loads(m.data.partition(b"\n")[0]) for m in found]
 
 
 def put_v1_shards(harness: Harness) -> dict[str, dict[str, str]]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from checkpoint_runtime.constants import (
+    BASE_ENCODING,
     CHUNK_TARGET_BYTES,
     COMPONENT_CHUNK,
     INLINE_BASE_MAX_BYTES,
@@ -16,8 +17,8 @@ from checkpoint_runtime.constants import (
     MAX_DECODED_ENVELOPE,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
-from checkpoint_runtime.format import codec, codec_v3
+from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
+from checkpoint_runtime.format import codec, codec_v3, rowblock
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
 from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shard_labels
@@ -33,7 +34,9 @@ def rows_of(seen: int = 300, shape: str = "uuid") -> dict[str, str]:
 
 
 def documents(blob: bytes) -> list[dict[str, Any]]:
-    return [json.loads(m.data) for m in gunzip_members(blob, MAX_DECODED_ENVELOPE, SHARD)]
+    """Each member's JSON document (a base member's: its first line, before the row block)."""
+    members = gunzip_members(blob, MAX_DECODED_ENVELOPE, SHARD)
+    return [json.loads(m.data.partition(b"\n")[0]) for m in members]
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -74,11 +77,20 @@ def chunked_shard(rows: dict[str, str], partitions: int = 3) -> tuple[bytes, lis
 
 def decode(head_blob: bytes, chunk_blobs: list[bytes]) -> dict[str, str]:
     head = codec_v3.decode_head(SHARD, head_blob)
-    budget, chunks = head.budget, []
+    budget, chars, chunks = head.budget, head.chars_budget, []
     for index, blob in enumerate(chunk_blobs):
-        rows, used = codec_v3.decode_chunk(SHARD, blob, index, head.manifest.partitions, budget)
-        budget -= used
-        chunks.append(rows)
+        chunk = codec_v3.decode_chunk(
+            SHARD,
+            blob,
+            index,
+            head.manifest.partitions,
+            budget,
+            encoding=head.encoding,
+            chars_budget=chars,
+        )
+        budget -= chunk.raw_bytes
+        chars -= chunk.chars
+        chunks.append(chunk.rows)
     return codec_v3.assemble(SHARD, head, chunks).rows
 
 
@@ -159,7 +171,7 @@ def test_a_chunk_of_another_index_or_holding_a_foreign_row_is_refused() -> None:
 def test_the_decode_bound_covers_every_chunk_together() -> None:
     rows = rows_of(500)
     _, chunks = chunked_shard(rows, 2)
-    _, used = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE)
+    used = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE).raw_bytes
     with pytest.raises(CorruptShardError, match="exceeds"):
         codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, used - 1)
 
@@ -257,3 +269,131 @@ def test_every_v3_member_matches_the_schema() -> None:
     assert {d["member"] for d in found} == {"head", "base", "delta", "chunk"}
     for document in found:
         jsonschema.validate(document, schema)
+
+
+# -- the row-block base (encoding rowblock-1) ------------------------------------------------
+
+
+def member_blob(line: dict[str, Any], rows: dict[str, str]) -> bytes:
+    """A base member as the encoder writes one, with `line` as its JSON line."""
+    text = json.dumps(line, separators=(",", ":")).encode()
+    return gzip_fast(text + b"\n" + rowblock.encode(rows, shard=SHARD))
+
+
+def chunk_line(**change: Any) -> dict[str, Any]:
+    line = {"format": SHARD_FORMAT, "member": "chunk", "shard": SHARD, "encoding": BASE_ENCODING}
+    return {**line, "chunk": 0, "partitions": 1, **change}
+
+
+def test_base_members_are_row_blocks_named_by_the_head() -> None:
+    rows = rows_of(300)
+    head, chunks = chunked_shard(rows, 2)
+    assert documents(head)[0]["encoding"] == BASE_ENCODING
+    data = gunzip_members(chunks[0], MAX_DECODED_ENVELOPE, SHARD)[0].data
+    line, _, payload = data.partition(b"\n")
+    assert json.loads(line) == chunk_line(chunk=0, partitions=2)
+    assert payload.startswith(rowblock.MAGIC)
+
+
+def test_a_head_naming_an_unknown_encoding_is_refused() -> None:
+    head, _ = chunked_shard(rows_of(), 2)
+    for encoding in ("rowblock-2", "", 1):
+        blob = gzip_fast(json.dumps({**documents(head)[0], "encoding": encoding}).encode())
+        with pytest.raises(CorruptShardError, match="unknown base encoding"):
+            codec_v3.decode_head(SHARD, blob)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"encoding": "rowblock-2"}, "is not its head's"),
+        ({"shard": "tn/objectstore/other"}, "names shard"),
+        ({"member": "base"}, "expected a chunk member"),
+        ({"format": "gzip-shards-v2"}, "unknown format"),
+        ({"rows": 3}, "not the v3 set"),
+        ({"chunk": True}, "holds chunk True"),
+    ],
+)
+def test_a_chunk_line_that_is_not_its_heads_is_refused(
+    change: dict[str, Any], message: str
+) -> None:
+    blob = member_blob(chunk_line(**change), {f"{SHARD}/cursor": "c"})
+    with pytest.raises(CorruptShardError, match=message):
+        codec_v3.decode_chunk(SHARD, blob, 1 if change.get("chunk") is True else 0, 1, 1 << 20)
+
+
+def test_a_base_member_without_its_line_is_refused() -> None:
+    blob = gzip_fast(rowblock.encode({f"{SHARD}/cursor": "c"}))
+    with pytest.raises(CorruptShardError, match=r"not JSON|line break"):
+        codec_v3.decode_chunk(SHARD, blob, 0, 1, 1 << 20)
+    blob = gzip_fast(json.dumps(chunk_line()).encode())
+    with pytest.raises(CorruptShardError, match="no line break"):
+        codec_v3.decode_chunk(SHARD, blob, 0, 1, 1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ({"tn/objectstore/other/seen/YWJj": "1", "tn/objectstore/other/seen/ZGVm": "2"}, "belong"),
+        ({"tn/objectstore/feed/bogus/YWJj": "1", "tn/objectstore/feed/bogus/ZGVm": "2"}, "bogus"),
+        ({"tn/objectstore/feed/seen": "plain, needs an id"}, "needs an /<id>"),
+        (
+            {"tn/objectstore/feed/cursor/YWJj": "1", "tn/objectstore/feed/cursor/ZGVm": "2"},
+            "no /<id>",
+        ),
+        ({"tn/objectstore/feed/c2Nhbg": "1", "tn/objectstore/feed/Y3Vyc29y": "2"}, "row kind"),
+        ({"tn/flowlogs/cursor": "c"}, "belong"),
+    ],
+)
+def test_a_row_that_is_not_the_shards_is_refused(rows: dict[str, str], message: str) -> None:
+    """Group heads (one check a group) and plain keys (each) must spell rows of the shard; the
+    encoder refuses them too."""
+    with pytest.raises(KeyGrammarError, match=message):
+        codec_v3.encode_chunk(SHARD, rows, 0, 1)
+    with pytest.raises(CorruptShardError, match=message):
+        codec_v3.decode_chunk(SHARD, member_blob(chunk_line(), rows), 0, 1, 1 << 20)
+
+
+def test_a_lone_surrogate_in_a_group_head_is_refused() -> None:
+    rows = {f"{SHARD}/seen/x\ud800/YWJj": "1", f"{SHARD}/seen/x\ud800/ZGVm": "2"}
+    payload = rowblock.encode({k.replace("\ud800", "Q"): v for k, v in rows.items()}, shard=SHARD)
+    forged = payload.replace(b'/seen/xQ/"', b'/seen/x\\ud800/"')
+    assert forged != payload
+    text = json.dumps(chunk_line(), separators=(",", ":")).encode()
+    with pytest.raises(CorruptShardError, match="surrogate"):
+        codec_v3.decode_chunk(SHARD, gzip_fast(text + b"\n" + forged), 0, 1, 1 << 20)
+
+
+def test_the_row_characters_bound_covers_every_chunk_together() -> None:
+    rows = rows_of(500)
+    _head, chunks = chunked_shard(rows, 2)
+    first = codec_v3.decode_chunk(SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE)
+    assert first.chars == rowblock.row_chars(first.rows)
+    with pytest.raises(CorruptShardError, match="expands beyond"):
+        codec_v3.decode_chunk(
+            SHARD, chunks[0], 0, 2, MAX_DECODED_ENVELOPE, chars_budget=first.chars - 1
+        )
+
+
+def test_the_encoder_refuses_a_shard_past_either_decode_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = rows_of(2000)
+    compaction = chunked.encode_compaction(SHARD, rows, None, None, 8)
+    monkeypatch.setattr(chunked, "MAX_DECODED_ROW_CHARS", rowblock.row_chars(rows) - 1)
+    with pytest.raises(OversizeError):
+        chunked.encode_compaction(SHARD, rows, None, None, 8)
+    monkeypatch.undo()
+    monkeypatch.setattr(chunked, "MAX_DECODED_ENVELOPE", compaction.base_raw - 1)
+    with pytest.raises(OversizeError):
+        chunked.encode_compaction(SHARD, rows, None, None, 8)
+
+
+def test_a_chunked_layout_records_each_chunks_raw_bytes() -> None:
+    rows = rows_of(3000)
+    compaction = chunked.encode_compaction(SHARD, rows, None, None, 8)
+    assert compaction.partitions >= 1
+    assert compaction.chunk_raw == tuple(
+        compaction.chunks[i].raw_bytes for i in range(compaction.partitions)
+    )
+    assert compaction.base_raw == sum(compaction.chunk_raw)

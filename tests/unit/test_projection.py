@@ -21,12 +21,13 @@ from checkpoint_runtime.constants import (
     DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
     ETCD_QUOTA_WARN_FRACTION,
     MAX_DECODED_ENVELOPE,
+    MAX_DECODED_ROW_CHARS,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_GAP_ROWS,
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec
+from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import projection
 from checkpoint_runtime.runtime.settings import parse
@@ -105,7 +106,7 @@ def test_the_advice_is_one_number_with_the_stated_headroom(
     # Encoded for real at the advised count, with the projection's own sample shape.
     shard = at_default.shard
     rows = FeedWorkload(shard, advice, PROJECTION_SHAPE, gap_rows=PROJECTION_GAP_ROWS).rows
-    size = codec.encode_shard(shard, rows).compressed_bytes
+    size = len(codec_v3.encode_inline(shard, rows)[0])  # the production base encoder
     assert size <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
     assert size >= CONFIGMAP_VALUE_LIMIT * (1 - 2 * PROJECTION_ADVICE_HEADROOM)  # not far below
     assert projection.project(parse(config(advice)))[0].fits
@@ -159,29 +160,48 @@ def test_flowlogs_beyond_the_encoded_sample_are_extrapolated_conservatively() ->
 
 
 def test_chunk_slots_lift_the_one_object_ceiling_up_to_the_decode_bound() -> None:
-    """A uuid seen row is about 160 characters (key and value), so the 128 MiB decode bound,
-    which covers all chunks together, admits about 800,000 rows whatever maxChunks: the
-    advice at 32 slots is that bound, and a feed just under it fits."""
-    at_32 = projection.project(parse(config(5000, max_chunks=32)))[0]
-    assert at_32.max_rows == builtin.advised_max_decoded_rows(at_32.shard)
-    assert 780_000 < at_32.max_rows < 830_000
-    (feed, _) = projection.check(parse(config(at_32.max_rows, max_chunks=32)))
-    assert feed.fits
-    assert feed.slot_bytes <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
-    assert feed.raw_bytes is not None
-    assert feed.raw_bytes <= MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
+    """A uuid seen row is about 21 compressed bytes, 76 bytes of row block and 162 characters
+    (key and value): the row-character bound (twice the 128 MiB envelope bound, over all chunks
+    together) admits about 1.6 million rows whatever maxChunks, past the schema's maximum of
+    maxSeenKeys (1,000,000), which fits from 32 slots and is refused at 16 with both knobs
+    named. (A shard past the decode bound: test_a_shard_past_the_decode_bound_is_refused...)"""
+    at_256 = projection.project(parse(config(5000, max_chunks=256)))[0]
+    assert at_256.max_rows == builtin.advised_max_decoded_rows(at_256.shard)
+    assert 1_500_000 < at_256.max_rows < 1_700_000
+    for max_chunks in (32, 256):
+        (million, _) = projection.check(parse(config(1_000_000, max_chunks=max_chunks)))
+        assert million.fits
+        assert million.slot_bytes <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
+        assert million.raw_bytes is not None
+        assert million.raw_bytes <= MAX_DECODED_ENVELOPE * (1 - PROJECTION_ADVICE_HEADROOM)
     with pytest.raises(ConfigError) as raised:
-        projection.check(parse(config(1_000_000, max_chunks=32)))
-    assert "over the 134217728-byte decode bound" in str(raised.value)
-    assert f"lower it to at most {at_32.max_rows} " in str(raised.value)
+        projection.check(parse(config(1_000_000, max_chunks=16)))
+    at_16 = projection.project(parse(config(5000, max_chunks=16)))[0]
+    assert f"lower it to at most {at_16.max_rows} " in str(raised.value)
+    assert "raise store.maxChunks (now 16)" in str(raised.value)
 
 
-def test_the_decode_bound_counts_the_rows_characters_as_the_encoder_does() -> None:
-    """The projection's decoded size of a feed agrees with the encoder's own refusal."""
+def test_project_accepts_a_million_uuid_seen_keys_in_32_chunk_slots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = tmp_path / "config.json"
+    document.write_text(json.dumps(config(1_000_000, max_chunks=32)))
+    assert cli.main(["project", "--config", str(document), "--json"]) == 0
+    (feed, _) = json.loads(capsys.readouterr().out)["shards"]
+    assert (feed["rows"] >= 1_000_000, feed["fits"], feed["max_chunks"]) == (True, True, 32)
+    document.write_text(json.dumps(config(1_000_000, max_chunks=16)))
+    assert cli.main(["project", "--config", str(document), "--json"]) == 1
+
+
+def test_the_decode_bound_counts_what_the_encoder_counts() -> None:
+    """The projection's decoded size of a feed: the larger of the base member's bytes and its
+    rows' characters scaled to the envelope bound, as the encoder's own refusals count them."""
     (feed, _) = projection.project(parse(config(5000)))
     rows = FeedWorkload(feed.shard, 5000, PROJECTION_SHAPE, gap_rows=PROJECTION_GAP_ROWS).rows
     characters = sum(map(len, rows)) + sum(map(len, rows.values()))
-    assert feed.raw_bytes == max(characters, codec.encode_shard(feed.shard, rows).raw_bytes)
+    member = codec_v3.encode_inline(feed.shard, rows)[1]
+    scaled = -(-characters * MAX_DECODED_ENVELOPE // MAX_DECODED_ROW_CHARS)
+    assert feed.raw_bytes == max(member, scaled)
 
 
 def test_too_few_chunk_slots_are_refused_with_one_advice_and_the_other_knob() -> None:
@@ -237,7 +257,7 @@ def test_the_chunked_advice_fits_every_slot_when_encoded_for_real() -> None:
     slots: list[dict[str, str]] = [{}, {}]
     for key, value in rows.items():
         slots[hashlib.sha256(key.encode()).digest()[0] % 2][key] = value
-    sizes = [codec.encode_shard(projected.shard, slot).compressed_bytes for slot in slots]
+    sizes = [len(codec_v3.encode_inline(projected.shard, slot)[0]) for slot in slots]
     assert max(sizes) <= CONFIGMAP_VALUE_LIMIT * (1 - PROJECTION_ADVICE_HEADROOM)
     assert max(sizes) >= CONFIGMAP_VALUE_LIMIT * (1 - 2 * PROJECTION_ADVICE_HEADROOM)
 

@@ -217,3 +217,26 @@ def test_a_decoded_size_past_the_bound_is_refused(monkeypatch: pytest.MonkeyPatc
     payload = rowblock.encode(FeedWorkload(SHARD, 20, "uuid").rows)  # ~3 kB of keys
     monkeypatch.setattr(rowblock, "MAX_DECODED_ENVELOPE", 1000)
     assert "expands beyond" in corrupt(payload)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["2026-03-01T00:00:00Z", "2026-03-01T00:00:01Z"],
+        ["été", "a much longer value"],
+        ["a\nb", "c"],
+    ],
+)
+def test_the_decoder_counts_exactly_the_rows_characters(values: list[str]) -> None:
+    """Fixed-width, lines and JSON-list values: the count is what the encoder's bound counts."""
+    rows = {
+        f"{SHARD}/seen/YWJj": values[0],
+        f"{SHARD}/seen/ZGVm": values[1],
+        f"{SHARD}/cursor": "c",
+    }
+    payload = rowblock.encode(rows)
+    decoded, chars = rowblock.decode_counted(payload)
+    assert decoded == rows
+    assert chars == rowblock.row_chars(rows)
+    with pytest.raises(CorruptShardError, match="expands beyond"):
+        rowblock.decode_counted(payload, budget=chars - 1)

@@ -43,7 +43,7 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec, keys
+from checkpoint_runtime.format import codec, codec_v3, keys
 from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
 
 # ---- objectstore: one feed, `[<tailnet>/]objectstore/<feed>` -----------------------------------
@@ -83,9 +83,8 @@ def _format_code() -> str:
 
 
 def decoded_size(rows: Mapping[str, str], envelope_bytes: int) -> int:
-    """What the decode bound counts for these rows: the larger of the envelope's bytes and the
-    rows' own characters (keys and values, as the encoder and the decoder count them)."""
-    return max(envelope_bytes, sum(map(len, rows)) + sum(map(len, rows.values())))
+    """What the decode bounds count for these rows (codec_v3.decoded_size)."""
+    return codec_v3.decoded_size(rows, envelope_bytes)
 
 
 @lru_cache(maxsize=256)
@@ -102,12 +101,7 @@ def _feed_sample(namespace: str, encoded_rows: int, shape: str) -> tuple[int, in
             if all(isinstance(value, int) for value in (size, decoded, rows)):
                 return size, decoded, rows
     workload = FeedWorkload(namespace, encoded_rows, shape, gap_rows=PROJECTION_GAP_ROWS)
-    encoded = codec.encode_shard(namespace, workload.rows)
-    measured = (
-        encoded.compressed_bytes,
-        decoded_size(workload.rows, encoded.raw_bytes),
-        len(workload.rows),
-    )
+    measured = (*codec_v3.measure(namespace, workload.rows), len(workload.rows))
     usercache.write(PROJECTION_CACHE_KIND, key, json.dumps(measured).encode())
     return measured
 
@@ -200,9 +194,7 @@ _MAX_WINDOWS = 1e12  # replay windows beyond which nothing is computed: terabyte
 @lru_cache(maxsize=256)
 def _flowlogs_bytes(namespace: str, windows: int) -> tuple[int, int]:
     """Compressed bytes and decoded size of a flowlogs shard of `windows` replay rows."""
-    rows = flowlogs_rows(namespace, replay_rows=windows)
-    encoded = codec.encode_shard(namespace, rows)
-    return encoded.compressed_bytes, decoded_size(rows, encoded.raw_bytes)
+    return codec_v3.measure(namespace, flowlogs_rows(namespace, replay_rows=windows))
 
 
 def _flowlogs_estimate(settings: FlowLogsSettings, shape: str) -> ShardEstimate:

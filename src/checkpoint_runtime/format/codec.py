@@ -389,7 +389,7 @@ def check_member(
         raise CorruptShardError(shard, f"{member} member: rows must be a count")
 
 
-def _row_kinds(shard: str) -> CollectorKind:
+def row_kinds(shard: str) -> CollectorKind:
     try:
         return namespace_kind(shard)
     except KeyGrammarError as error:
@@ -410,10 +410,10 @@ def decode_base(
     groups = document["groups"]
     if not isinstance(groups, list):
         raise CorruptShardError(shard, "groups must be a list")
-    row_kinds = _row_kinds(shard).row_kinds
+    kinds = row_kinds(shard).row_kinds
     decoded: dict[str, str] = {}
     for group in groups:
-        keys, values, chars = _decode_group(shard, row_kinds, group, budget)
+        keys, values, chars = _decode_group(shard, kinds, group, budget)
         budget -= chars
         decoded.update(zip(keys, values, strict=True))
     if len(decoded) != document["rows"]:
@@ -442,7 +442,7 @@ def apply_delta(
     if not set(map(type, deleted)) <= {str} or not set(map(type, changed.values())) <= {str}:
         raise CorruptShardError(shard, "delta: rows and values must be strings")
     _check_text(shard, "".join(changed) + "".join(changed.values()) + "".join(deleted), "delta")
-    kind = _row_kinds(shard)
+    kind = row_kinds(shard)
     for row in itertools.chain(changed, deleted):
         problem = relative_row_problem(kind, row)
         if problem is not None:

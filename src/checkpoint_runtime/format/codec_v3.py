@@ -6,34 +6,49 @@ The head is the shard's own object. Its blob is a multi-member gzip stream:
 
       {"format": "gzip-shards-v3", "member": "head", "shard": "<shard key>", "rows": N,
        "partitions": P, "active": "abba...",
-       "slots": {"a0": ["<resourceVersion>", "<sha256 hex of the slot's blob>", bytes], ...}}
+       "slots": {"a0": ["<resourceVersion>", "<sha256 hex of the slot's blob>", bytes], ...},
+       "encoding": "rowblock-1"}
 
   `rows` counts the base's rows; `partitions` is how many chunks hold the base (0: the base is
   inline, in the head); `active` names, per chunk index, the generation (`a`/`b`) whose slot
   holds that chunk; `slots` records every slot ever written, of both generations, with the
-  resourceVersion its write returned and the digest of its content;
-- with `partitions` 0, a base member (the v2 column layout, format v3, member `base`);
+  resourceVersion its write returned and the digest of its content; `encoding` names the
+  layout of every base member (inline and chunks): `rowblock-1`;
+- with `partitions` 0, a base member (member `base`);
 - optionally one delta member (as v2's, format v3), written against the base identified by
   `base_crc(...)`.
 
-A chunk slot holds one gzip member, a base envelope of one hash partition of the rows:
+A chunk slot holds one gzip member, a base member of one hash partition of the rows. A base
+member (inline or chunk) is one line of JSON, a line break, and a row block of its rows
+(format/rowblock.py):
 
-      {"format": "gzip-shards-v3", "member": "chunk", "shard": "<shard key>", "chunk": i,
-       "partitions": P, "rows": n, "groups": [...]}
+      {"format": "gzip-shards-v3", "member": "chunk", "shard": "<shard key>",
+       "encoding": "rowblock-1", "chunk": i, "partitions": P}\n<row block>
+
+(an inline base has member `base` and no chunk or partitions).
+
+v3 as first written (a head without `encoding`) kept its base members in the v2 column layout
+(`{"format": "gzip-shards-v3", "member": "chunk", ..., "rows": n, "groups": [...]}`): still
+read; the store compacts such a shard whole at its next persist, so a head it writes always
+names its encoding. A reader of that first layout refuses a head naming one (its field set).
 
 A row belongs to chunk `crc32(key) mod P` (`partition_of`), so a change of one row touches one
 chunk. Decoding refuses, with CorruptShardError: everything v2 refuses, a head whose manifest is
 malformed (an active chunk without a slot record, a generation other than a/b, an index past
-the partitions), a chunk for another index or partition count, a row in the wrong chunk, a row in
-two chunks, row counts that do not add up, and more than 128 MiB decoded over the head and every
-chunk together. Checking a chunk's blob against the manifest digest is the reader's (it decides
-between corruption and a compaction committed meanwhile).
+the partitions), an unknown encoding, a base member whose header line is not the set above or
+names another shard, member kind or encoding than its head, everything rowblock.decode refuses,
+a row that is not a row of the shard's kind, a chunk for another index or partition count, a
+row in the wrong chunk, a row in two chunks, row counts that do not add up, more than 128 MiB
+inflated over the head and every chunk together, and (row blocks) more than
+MAX_DECODED_ROW_CHARS characters of rows over them. Checking a chunk's blob against the manifest
+digest is the reader's (it decides between corruption and a compaction committed meanwhile).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
@@ -41,18 +56,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoint_runtime.constants import (
+    BASE_ENCODING,
     CHUNK_GENERATIONS,
     DELTA_DEFLATE_LEVEL,
     MAX_CHUNKS_LIMIT,
     MAX_DECODED_ENVELOPE,
+    MAX_DECODED_ROW_CHARS,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.errors import CorruptShardError, OversizeError
-from checkpoint_runtime.format import codec
+from checkpoint_runtime.errors import (
+    CorruptShardError,
+    KeyGrammarError,
+    OversizeError,
+)
+from checkpoint_runtime.format import codec, rowblock
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
+from checkpoint_runtime.format.keys import CollectorKind, namespace_kind, relative_row_problem
 
-HEAD_FIELDS = frozenset({"format", "member", "shard", "rows", "partitions", "active", "slots"})
+JSON_COLUMNS = ""
+"""The encoding of v3 as first written (a head without `encoding`): the v2 column layout."""
+HEAD_FIELDS_JSON = frozenset({"format", "member", "shard", "rows", "partitions", "active", "slots"})
+HEAD_FIELDS = HEAD_FIELDS_JSON | {"encoding"}
 CHUNK_FIELDS = frozenset({"format", "member", "shard", "chunk", "partitions", "rows", "groups"})
+"""A chunk member's fields in the JSON column layout."""
+BASE_LINE_FIELDS = frozenset({"format", "member", "shard", "encoding"})
+CHUNK_LINE_FIELDS = BASE_LINE_FIELDS | {"chunk", "partitions"}
 _SLOT = re.compile(r"^([ab])(0|[1-9][0-9]{0,2})$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -148,18 +176,60 @@ class EncodedChunk:
         return digest(self.blob)
 
 
+def _row_problem(kind: CollectorKind, shard: str, key: str) -> str | None:
+    head = shard + "/"
+    if not key.startswith(head):
+        return f"does not belong to shard {shard!r}"
+    return relative_row_problem(kind, key[len(head) :])
+
+
+def base_member(
+    shard: str, rows: Mapping[str, str], member: str, extra: Mapping[str, Any]
+) -> bytes:
+    """A base member's data: its JSON line, then the row block of `rows` (every key a row of
+    `shard`, else KeyGrammarError; past a decode bound, OversizeError)."""
+    kind = namespace_kind(shard)
+    for key in rows:
+        problem = _row_problem(kind, shard, key)
+        if problem is not None:
+            raise KeyGrammarError(key, problem)
+    chars = rowblock.row_chars(rows)
+    if chars > MAX_DECODED_ROW_CHARS:
+        raise OversizeError(shard, chars, MAX_DECODED_ROW_CHARS, len(rows))
+    line = {"format": SHARD_FORMAT, "member": member, "shard": shard, "encoding": BASE_ENCODING}
+    text = json.dumps({**line, **extra}, ensure_ascii=False, separators=(",", ":")).encode()
+    data = text + b"\n" + rowblock.encode(rows, shard=shard)
+    if len(data) > MAX_DECODED_ENVELOPE:
+        raise OversizeError(shard, len(data), MAX_DECODED_ENVELOPE, len(rows))
+    return data
+
+
 def encode_chunk(shard: str, rows: Mapping[str, str], index: int, partitions: int) -> EncodedChunk:
-    """One chunk slot's blob: a base envelope of `rows` (partition `index` of `partitions`)."""
-    envelope = codec.encode_envelope(
-        shard, rows, SHARD_FORMAT, "chunk", {"chunk": index, "partitions": partitions}
-    )
-    return EncodedChunk(index, gzip_fast(envelope), len(envelope), len(rows))
+    """One chunk slot's blob: a base member of `rows` (partition `index` of `partitions`)."""
+    data = base_member(shard, rows, "chunk", {"chunk": index, "partitions": partitions})
+    return EncodedChunk(index, gzip_fast(data), len(data), len(rows))
 
 
 def encode_inline(shard: str, rows: Mapping[str, str]) -> tuple[bytes, int]:
     """An inline base member of `rows` and its raw bytes."""
-    envelope = codec.encode_envelope(shard, rows, SHARD_FORMAT, "base")
-    return gzip_fast(envelope), len(envelope)
+    data = base_member(shard, rows, "base", {})
+    return gzip_fast(data), len(data)
+
+
+def decoded_size(rows: Mapping[str, str], member_bytes: int) -> int:
+    """What the decode bounds count for a base of `rows` whose members inflate to
+    `member_bytes`, in bytes of MAX_DECODED_ENVELOPE: the larger of those bytes and the rows'
+    characters scaled to it (MAX_DECODED_ROW_CHARS bounds them). At most MAX_DECODED_ENVELOPE
+    exactly when the encoder admits the base."""
+    chars = rowblock.row_chars(rows)
+    return max(member_bytes, math.ceil(chars * MAX_DECODED_ENVELOPE / MAX_DECODED_ROW_CHARS))
+
+
+def measure(shard: str, rows: Mapping[str, str]) -> tuple[int, int]:
+    """Compressed bytes of `rows` as one base member, and their decoded size (`decoded_size`):
+    what the startup projection scales."""
+    blob, raw = encode_inline(shard, rows)
+    return len(blob), decoded_size(rows, raw)
 
 
 @dataclass(frozen=True)
@@ -188,6 +258,7 @@ def encode_head(
         "partitions": manifest.partitions,
         "active": manifest.active,
         "slots": manifest.document(),
+        "encoding": BASE_ENCODING,
     }
     text = json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     blob = gzip_fast(text, DELTA_DEFLATE_LEVEL) + (inline or b"")
@@ -222,7 +293,20 @@ class DecodedHead:
     delta: dict[str, Any] | None
     raw_bytes: int
     budget: int
-    """Decode budget left for the chunks."""
+    """Decode budget (inflated bytes) left for the chunks."""
+    encoding: str = BASE_ENCODING
+    """The base members' layout: BASE_ENCODING, or JSON_COLUMNS (v3 as first written)."""
+    chars_budget: int = MAX_DECODED_ROW_CHARS
+    """Characters of rows the chunks may still expand to (row blocks)."""
+
+
+@dataclass(frozen=True)
+class DecodedChunk:
+    rows: dict[str, str]
+    raw_bytes: int
+    """Inflated bytes (counted against the shard's decode bound)."""
+    chars: int
+    """Characters of rows (row blocks; 0 in the JSON column layout)."""
 
 
 def _manifest(shard: str, document: dict[str, Any]) -> Manifest:
@@ -257,23 +341,82 @@ def _manifest(shard: str, document: dict[str, Any]) -> Manifest:
     return manifest
 
 
+def _key_check(shard: str) -> rowblock.KeyCheck:
+    """Refuses keys that are not rows of `shard`: a group whose head spells the shard, a row
+    kind taking an id and a "/" is judged once (its keys differ only in their non-empty ids);
+    any other group and the plain keys key by key."""
+    kind = codec.row_kinds(shard)
+    prefix = shard + "/"
+
+    def check(head: str | None, keys: list[str]) -> None:
+        if (
+            head is not None
+            and head.startswith(prefix)
+            and "/" in head[len(prefix) :]
+            and relative_row_problem(kind, head[len(prefix) :] + "-") is None
+        ):
+            return
+        for key in keys:
+            problem = _row_problem(kind, shard, key)
+            if problem is not None:
+                raise CorruptShardError(shard, f"row {key!r:.120}: {problem}")
+
+    return check
+
+
+def _decode_base_member(
+    shard: str, data: bytes, member: str, chars_budget: int
+) -> tuple[dict[str, Any], dict[str, str], int]:
+    """A row-block base member: its JSON line (checked) and its rows and their characters."""
+    end = data.find(b"\n")
+    if end < 0:
+        raise CorruptShardError(shard, f"{member} member: no line break after its JSON line")
+    line = codec.load(shard, data[:end])
+    fields = CHUNK_LINE_FIELDS if member == "chunk" else BASE_LINE_FIELDS
+    if line.get("format") != SHARD_FORMAT:
+        raise CorruptShardError(shard, f"unknown format {line.get('format')!r}")
+    if line.get("member") != member:
+        raise CorruptShardError(shard, f"expected a {member} member, got {line.get('member')!r}")
+    if line.get("shard") != shard:
+        raise CorruptShardError(shard, f"{member} member names shard {line.get('shard')!r}")
+    if line.get("encoding") != BASE_ENCODING:
+        raise CorruptShardError(
+            shard, f"{member} member encoding {line.get('encoding')!r} is not its head's"
+        )
+    if set(line) != fields:
+        raise CorruptShardError(shard, f"{member} member fields {sorted(line)} are not the v3 set")
+    rows, chars = rowblock.decode_counted(
+        data, shard=shard, budget=chars_budget, check=_key_check(shard), start=end + 1
+    )
+    return line, rows, chars
+
+
 def decode_head(shard: str, blob: bytes) -> DecodedHead:
     """Parse a v3 head blob (its first member must already be known to be a v3 head)."""
     members = gunzip_members(blob, MAX_DECODED_ENVELOPE, shard)
     used = sum(len(member.data) for member in members)
     document = codec.load(shard, members[0].data)
-    codec.check_member(shard, document, "head", HEAD_FIELDS, SHARD_FORMAT)
+    encoding = document.get("encoding", JSON_COLUMNS)
+    if encoding not in (BASE_ENCODING, JSON_COLUMNS) or ("encoding" in document and not encoding):
+        raise CorruptShardError(shard, f"head: unknown base encoding {encoding!r}")
+    fields = HEAD_FIELDS if encoding else HEAD_FIELDS_JSON
+    codec.check_member(shard, document, "head", fields, SHARD_FORMAT)
     manifest = _manifest(shard, document)
     rest = members[1:]
     inline = inline_rows = None
-    inline_raw = 0
+    inline_raw = chars = 0
     if manifest.partitions == 0:
         if not rest:
             raise CorruptShardError(shard, "head without chunks holds no base member")
         start = members[0].end
         inline = blob[start : rest[0].end]
-        base = codec.load(shard, rest[0].data)
-        inline_rows = codec.decode_base(shard, base, SHARD_FORMAT)
+        if encoding:
+            _, inline_rows, chars = _decode_base_member(
+                shard, rest[0].data, "base", MAX_DECODED_ROW_CHARS
+            )
+        else:
+            base = codec.load(shard, rest[0].data)
+            inline_rows = codec.decode_base(shard, base, SHARD_FORMAT)
         inline_raw = len(rest[0].data)
         if len(inline_rows) != document["rows"]:
             raise CorruptShardError(shard, "head rows disagree with its base")
@@ -292,40 +435,63 @@ def decode_head(shard: str, blob: bytes) -> DecodedHead:
         delta,
         used,
         MAX_DECODED_ENVELOPE - used,
+        encoding,
+        MAX_DECODED_ROW_CHARS - chars,
     )
 
 
 def decode_chunk(
-    shard: str, blob: bytes, index: int, partitions: int, budget: int
-) -> tuple[dict[str, str], int]:
-    """Rows of chunk `index` of `partitions` and the decode budget they used (the bound is
-    shared by the head and every chunk); refuses a chunk holding a row of another chunk."""
+    shard: str,
+    blob: bytes,
+    index: int,
+    partitions: int,
+    budget: int,
+    *,
+    encoding: str = BASE_ENCODING,
+    chars_budget: int = MAX_DECODED_ROW_CHARS,
+) -> DecodedChunk:
+    """Rows of chunk `index` of `partitions` in its head's `encoding`, and the decode budget
+    they used (the bounds are shared by the head and every chunk: `budget` inflated bytes,
+    `chars_budget` characters of rows); refuses a chunk holding a row of another chunk."""
     members = gunzip_members(blob, budget, shard)
     if len(members) != 1:
         raise CorruptShardError(shard, f"chunk {index}: trailing bytes after the gzip member")
-    document = codec.load(shard, members[0].data)
-    rows = codec.decode_base(shard, document, SHARD_FORMAT, "chunk", CHUNK_FIELDS, budget)
-    if document["chunk"] != index or document["partitions"] != partitions:
+    data = members[0].data
+    chars = 0
+    if encoding:
+        document, rows, chars = _decode_base_member(shard, data, "chunk", chars_budget)
+    else:
+        document = codec.load(shard, data)
+        rows = codec.decode_base(shard, document, SHARD_FORMAT, "chunk", CHUNK_FIELDS, budget)
+    if (
+        type(document["chunk"]) is not int
+        or type(document["partitions"]) is not int
+        or document["chunk"] != index
+        or document["partitions"] != partitions
+    ):
         raise CorruptShardError(
             shard,
             f"chunk slot for index {index} of {partitions} holds chunk "
             f"{document['chunk']!r} of {document['partitions']!r}",
         )
-    wrong = [key for key in rows if partition_of(key, partitions) != index]
-    if wrong:
-        raise CorruptShardError(shard, f"chunk {index} holds row {wrong[0]!r} of another chunk")
-    return rows, len(members[0].data)
+    if partitions > 1:  # one partition holds every row
+        crcs = map(zlib.crc32, map(str.encode, rows))
+        if set(map(partitions.__rmod__, crcs)) - {index}:
+            wrong = next(key for key in rows if partition_of(key, partitions) != index)
+            raise CorruptShardError(shard, f"chunk {index} holds row {wrong!r} of another chunk")
+    return DecodedChunk(rows, len(data), chars)
 
 
-def assemble(
-    shard: str, head: DecodedHead, chunks: Iterable[Mapping[str, str]]
-) -> codec.DecodedShard:
-    """The shard's rows: the base (inline or every chunk) with the head's delta applied."""
+def assemble(shard: str, head: DecodedHead, chunks: Iterable[dict[str, str]]) -> codec.DecodedShard:
+    """The shard's rows: the base (inline or every chunk) with the head's delta applied; the
+    head's inline rows or the largest chunk's dict become them (changed in place)."""
+    # The decoded dicts are the caller's to give: the largest becomes the shard's rows (no copy).
     if head.inline_rows is not None:
-        rows = dict(head.inline_rows)
+        rows = head.inline_rows
     else:
-        rows = {}
-        for chunk in chunks:
+        parts = sorted(chunks, key=len, reverse=True)
+        rows = parts[0] if parts else {}
+        for chunk in parts[1:]:
             rows.update(chunk)
     if len(rows) != head.base_rows:
         raise CorruptShardError(

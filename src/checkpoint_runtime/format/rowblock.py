@@ -1,5 +1,5 @@
-"""A row-block layout of one shard's rows that decodes at inflate speed (standalone: no shard
-format uses it yet).
+"""A row-block layout of one shard's rows that decodes at inflate speed: the base layout of
+`gzip-shards-v3` (encoding `rowblock-1`, format/codec_v3.py wraps it in a member).
 
 `encode(rows)` gives the raw payload, ready for gzip; `decode(payload)` gives the rows back
 (dict equality: the layout keeps no row order). The layout:
@@ -30,7 +30,12 @@ Rows whose key is not `head` + canonical unpadded base64 go to one JSON object, 
 section (`plain_bytes` bytes). Decoding refuses, with CorruptShardError, anything the encoder
 cannot have written: a bad magic or header, section lengths that do not add up, counts that do
 not match, non-zero padding (a non-canonical id), invalid UTF-8 or a lone surrogate, duplicate
-keys, and a decoded size beyond MAX_DECODED_ENVELOPE.
+keys, and rows whose characters (keys and values) exceed the budget: MAX_DECODED_ENVELOPE
+standalone, the shard's share of MAX_DECODED_ROW_CHARS inside a v3 member. Keys are counted
+before they are built (a group's shared prefix is where a payload can expand), values as built
+(they cannot be larger than their bytes), so the count is exactly the rows' characters, what
+the encoder counts. A caller's `check` sees every group's keys with their shared head, and the
+plain keys (head None), before they become rows.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from __future__ import annotations
 import binascii
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
@@ -144,14 +149,14 @@ def encode(rows: Mapping[str, str], *, shard: str = PLAIN_SHARD) -> bytes:
     return payload
 
 
-def _header(payload: bytes, shard: str) -> tuple[dict[str, Any], int]:
-    if not payload.startswith(MAGIC):
+def _header(payload: bytes, shard: str, start: int = 0) -> tuple[dict[str, Any], int]:
+    if not payload.startswith(MAGIC, start):
         raise CorruptShardError(shard, "not a row block (bad magic)")
-    end = payload.find(b"\n", len(MAGIC))
+    end = payload.find(b"\n", start + len(MAGIC))
     if end < 0:
         raise CorruptShardError(shard, "row block header is not terminated")
     try:
-        header = json.loads(payload[len(MAGIC) : end])
+        header = json.loads(payload[start + len(MAGIC) : end])
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise CorruptShardError(shard, "row block header is not JSON") from None
     if not isinstance(header, dict) or set(header) != {"rows", "groups", "plain"}:
@@ -183,14 +188,40 @@ def _group(group: Any, shard: str) -> tuple[str, str, int, int, int, int]:
         raise CorruptShardError(shard, f"row block group {head!r}: not a group the encoder writes")
     if len(prefix) % 4 or not _BASE64.fullmatch(prefix):
         raise CorruptShardError(shard, f"row block group {head!r}: prefix is not aligned base64")
+    _check_text([head], shard)  # JSON escapes can spell a lone surrogate in a head
     return head, prefix, width, count, values_bytes, layout
+
+
+KeyCheck = Callable[[str | None, list[str]], None]
+"""Judges keys before they become rows: (the group's shared head, its keys), or (None, the
+plain keys); raises to refuse them."""
+
+
+def row_chars(rows: Mapping[str, str]) -> int:
+    """What the decode budget counts: the rows' characters, keys and values."""
+    return sum(map(len, rows)) + sum(map(len, rows.values()))
 
 
 def decode(payload: bytes, *, shard: str = PLAIN_SHARD) -> dict[str, str]:
     """The rows of a payload `encode` wrote; CorruptShardError for anything else."""
-    header, at = _header(payload, shard)
+    return decode_counted(payload, shard=shard)[0]
+
+
+def decode_counted(
+    payload: bytes,
+    *,
+    shard: str = PLAIN_SHARD,
+    budget: int | None = None,
+    check: KeyCheck | None = None,
+    start: int = 0,
+) -> tuple[dict[str, str], int]:
+    """The rows of the payload at `start` of `payload` (to its end) and their characters
+    (`row_chars`), refusing more than `budget` of them (default MAX_DECODED_ENVELOPE), and
+    anything `encode` cannot have written or `check` refuses."""
+    budget = MAX_DECODED_ENVELOPE if budget is None else budget
+    header, at = _header(payload, shard, start)
     rows: dict[str, str] = {}
-    budget = MAX_DECODED_ENVELOPE
+    limit = budget
     for group in header["groups"]:
         head, prefix, width, count, values_bytes, layout = _group(group, shard)
         padded = width + 3 - width % 3  # at least one byte of padding (see _keys)
@@ -200,26 +231,36 @@ def decode(payload: bytes, *, shard: str = PLAIN_SHARD) -> dict[str, str]:
             raise CorruptShardError(shard, f"row block group {head!r} runs past the payload")
         lead = head + prefix
         chars = -(-4 * width // 3)  # unpadded base64 length of `width` bytes
-        budget -= count * (len(lead) + chars + 1) + values_bytes
+        budget -= count * (len(lead) + chars)  # the keys, before they are built
         if budget < 0:
-            raise CorruptShardError(shard, f"row block expands beyond {MAX_DECODED_ENVELOPE}")
+            raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
         for column in range(width, padded):  # zero padding: every id canonical
             start = at + column * count
             if payload.count(0, start, start + count) != count:
                 raise CorruptShardError(shard, f"row block group {head!r}: non-zero padding")
         keys = _keys(_untranspose(payload[at:ids_end], count), width, count, lead)
-        values = _values(payload[ids_end:values_end], layout, count, head, shard)
+        values, value_chars = _values(payload[ids_end:values_end], layout, count, head, shard)
         if len(values) != count:
             raise CorruptShardError(shard, f"row block group {head!r}: {len(values)} values")
+        budget -= value_chars
+        if budget < 0:
+            raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
+        if check is not None:
+            check(head, keys)
         rows.update(zip(keys, values, strict=True))
         at = values_end
     if at + header["plain"] != len(payload):
         raise CorruptShardError(shard, "row block sections do not add up to the payload")
     plain = _plain(payload[at:], shard)
+    budget -= row_chars(plain)
+    if budget < 0:
+        raise CorruptShardError(shard, f"row block expands beyond {limit} characters")
+    if check is not None and plain:
+        check(None, list(plain))
     rows.update(plain)
     if len(rows) != header["rows"]:
         raise CorruptShardError(shard, f"row block holds {len(rows)} rows, says {header['rows']}")
-    return rows
+    return rows, limit - budget
 
 
 def _keys(records: bytearray, width: int, count: int, lead: str) -> list[str]:
@@ -239,20 +280,24 @@ def _keys(records: bytearray, width: int, count: int, lead: str) -> list[str]:
     return list(map(lead.__add__, encoded[:-1].decode("ascii").split("\n")))
 
 
-def _values(data: bytes, layout: int, count: int, head: str, shard: str) -> list[str]:
+def _values(data: bytes, layout: int, count: int, head: str, shard: str) -> tuple[list[str], int]:
+    """A group's values and their characters (counted without a step per value where the
+    layout allows: fixed-width ASCII and lines)."""
     if layout == FIXED:
         width, extra = divmod(len(data), count)
         if extra or not width or not data.isascii():
             raise CorruptShardError(shard, f"row block group {head!r}: bad fixed-width values")
         if data.count(b"\n") != count or data[-count:] != b"\n" * count:
             raise CorruptShardError(shard, "bad fixed-width values")
-        return _untranspose(data, count)[:-1].decode("ascii").split("\n")
+        values = _untranspose(data, count)[:-1].decode("ascii").split("\n")
+        return values, len(data) - count
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CorruptShardError(shard, f"row block group {head!r}: values are not UTF-8") from None
     if layout == LINES:
-        return text.split("\n")
+        values = text.split("\n")
+        return values, len(text) - len(values) + 1
     try:
         values = json.loads(text)
     except (ValueError, RecursionError):
@@ -260,7 +305,7 @@ def _values(data: bytes, layout: int, count: int, head: str, shard: str) -> list
     if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
         raise CorruptShardError(shard, f"row block group {head!r}: values must be strings")
     _check_text(values, shard)
-    return values
+    return values, sum(map(len, values))
 
 
 def _plain(data: bytes, shard: str) -> dict[str, str]:

@@ -7,8 +7,11 @@ whose shard could not fit, naming the knob to change (collectors[i].maxSeenKeys)
 A shard may span `store.maxChunks` chunk slots, each one ConfigMap under the value limit, its
 rows spread over them by a hash of the row key. So a shard fits when its fullest slot does:
 the mean share of its compressed bytes plus PROJECTION_CHUNK_SKEW_SIGMAS standard deviations of
-a hash partition (rows n over k slots: n/k + 4 sqrt(n/k) rows), and when its decoded envelope
-stays under the decode bound. With maxChunks 1 this is the one-object check.
+a hash partition (rows n over k slots: n/k + 4 sqrt(n/k) rows), and when its decoded size stays
+under the decode bounds, which cover all chunks together: the base members' bytes under
+MAX_DECODED_ENVELOPE and the rows' characters under MAX_DECODED_ROW_CHARS, counted as one
+size (`codec_v3.decoded_size`: the larger of the bytes and the characters scaled to the
+envelope bound). With maxChunks 1 this is the one-object check.
 
 Each collector kind estimates its own shard (`estimate` of its entry in
 `collectors/registry.py`; the shipped kinds' estimates and the feed's advice are in
@@ -75,7 +78,8 @@ class ShardProjection:
     whatever the configured bound."""
     max_chunks: int = 1
     raw_bytes: int | None = None
-    """The decoded envelope's bytes (None: not estimated)."""
+    """The decoded size the decode bounds count, in bytes of MAX_DECODED_ENVELOPE
+    (`codec_v3.decoded_size`; None: not estimated)."""
 
     @property
     def slot_bytes(self) -> int:

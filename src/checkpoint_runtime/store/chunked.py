@@ -26,11 +26,14 @@ from checkpoint_runtime.constants import (
     ANNOTATION_SHARD_KEY,
     ANNOTATION_SLOT,
     ANNOTATION_WRITE_ID,
+    BASE_ENCODING,
+    MAX_DECODED_ENVELOPE,
+    MAX_DECODED_ROW_CHARS,
     SHARD_FORMAT,
 )
 from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.errors import ChunksExceededError, ConflictError
-from checkpoint_runtime.format import codec_v3
+from checkpoint_runtime.errors import ChunksExceededError, ConflictError, OversizeError
+from checkpoint_runtime.format import codec_v3, rowblock
 from checkpoint_runtime.format.codec_v3 import EncodedChunk, Manifest, Slot
 from checkpoint_runtime.store import planner
 from checkpoint_runtime.store.planner import Layout
@@ -47,6 +50,8 @@ class Compaction:
     base_raw: int = 0
     base_rows: int = 0
     kept_raw: int = 0
+    chunk_raw: tuple[int, ...] = ()
+    """Raw bytes of every chunk after the compaction, by index (kept and written)."""
 
     def slot_plan(self, manifest: Manifest) -> dict[int, str]:
         """Index -> the inactive slot its chunk goes to."""
@@ -61,14 +66,22 @@ class Compaction:
             slots[slot] = record
             active[index] = slot[0]
         new = Manifest(self.partitions, "".join(active), slots)
-        return Layout(new, self.base_rows, self.inline, self.inline_raw, self.base_raw)
+        return Layout(
+            new,
+            self.base_rows,
+            self.inline,
+            self.inline_raw,
+            self.base_raw,
+            BASE_ENCODING,
+            self.chunk_raw,
+        )
 
 
 def _encode_all(shard: str, rows: Mapping[str, str], partitions: int) -> Compaction:
     parts = codec_v3.partition(rows, partitions)
     chunks = {i: codec_v3.encode_chunk(shard, part, i, partitions) for i, part in enumerate(parts)}
-    raw = sum(chunk.raw_bytes for chunk in chunks.values())
-    return Compaction(partitions, chunks, base_raw=raw, base_rows=len(rows))
+    raw = tuple(chunks[i].raw_bytes for i in range(partitions))
+    return Compaction(partitions, chunks, base_raw=sum(raw), base_rows=len(rows), chunk_raw=raw)
 
 
 def _inline(shard: str, rows: Mapping[str, str]) -> Compaction:
@@ -84,52 +97,69 @@ def encode_compaction(
     max_chunks: int,
 ) -> Compaction:
     """The new base of `rows`: inline, the changed chunks of the current partitioning, or every
-    chunk of a new one (`changed` None: everything may have changed). Raises
-    ChunksExceededError when even `max_chunks` chunks cannot hold it."""
-    current = 0 if layout is None else layout.manifest.partitions
-    if current == 0:
-        compaction = _inline(shard, rows)
-        partitions = planner.partitions_for(len(compaction.inline or b""), 0, max_chunks)
-        if partitions == 0:
-            return compaction
-        compaction = _encode_all(shard, rows, partitions)
-    else:
-        assert layout is not None
-        parts = codec_v3.partition(rows, current)
-        touched = (
-            set(range(current)) if changed is None else planner.changed_chunks(changed, current)
-        )
-        chunks = {i: codec_v3.encode_chunk(shard, parts[i], i, current) for i in sorted(touched)}
-        manifest = layout.manifest
-        kept = [manifest.slots[manifest.active_slot(i)] for i in range(current) if i not in chunks]
-        total = sum(chunk.bytes for chunk in kept) + sum(len(c.blob) for c in chunks.values())
-        partitions = planner.partitions_for(total, current, max_chunks)
-        if partitions == 0:
-            return _inline(shard, rows)
-        if partitions == current:
-            kept_raw = max(layout.base_raw - _raw_of(layout, touched), 0)
-            raw = kept_raw + sum(c.raw_bytes for c in chunks.values())
-            compaction = Compaction(current, chunks, base_raw=raw, base_rows=len(rows))
-        else:
-            compaction = _encode_all(shard, rows, partitions)
-    while True:
+    chunk of a new one (`changed` None, or a base in an older encoding: everything is
+    rewritten). Raises ChunksExceededError when even `max_chunks` chunks cannot hold it, and
+    OversizeError past a decode bound of the whole shard (its rows' characters, or the
+    members' bytes over every chunk together)."""
+    chars = rowblock.row_chars(rows)
+    if chars > MAX_DECODED_ROW_CHARS:
+        raise OversizeError(shard, chars, MAX_DECODED_ROW_CHARS, len(rows))
+    if layout is not None and layout.encoding != BASE_ENCODING:
+        changed = None
+    compaction = _choose(shard, rows, layout, changed, max_chunks)
+    while compaction.chunks:
         largest = max(len(chunk.blob) for chunk in compaction.chunks.values())
         more = planner.grown(compaction.partitions, largest, max_chunks)
         if more is None:
             total = sum(len(chunk.blob) for chunk in compaction.chunks.values())
             raise ChunksExceededError(shard, total, len(rows), max_chunks, largest)
         if more == compaction.partitions:
-            return compaction
+            break
         compaction = _encode_all(shard, rows, more)
+    if compaction.base_raw > MAX_DECODED_ENVELOPE:
+        raise OversizeError(shard, compaction.base_raw, MAX_DECODED_ENVELOPE, len(rows))
+    return compaction
 
 
-def _raw_of(layout: Layout, indexes: set[int]) -> int:
-    """Raw bytes of the given active chunks, estimated from their share of compressed bytes
-    (the manifest records compressed bytes only; raw bytes are a reported size, not a bound)."""
+def _choose(
+    shard: str,
+    rows: Mapping[str, str],
+    layout: Layout | None,
+    changed: set[str] | None,
+    max_chunks: int,
+) -> Compaction:
+    current = 0 if layout is None else layout.manifest.partitions
+    if current == 0:
+        compaction = _inline(shard, rows)
+        partitions = planner.partitions_for(len(compaction.inline or b""), 0, max_chunks)
+        if partitions == 0:
+            return compaction
+        return _encode_all(shard, rows, partitions)
+    assert layout is not None
+    parts = codec_v3.partition(rows, current)
+    touched = set(range(current)) if changed is None else planner.changed_chunks(changed, current)
+    chunks = {i: codec_v3.encode_chunk(shard, parts[i], i, current) for i in sorted(touched)}
+    manifest = layout.manifest
+    kept = [manifest.slots[manifest.active_slot(i)] for i in range(current) if i not in chunks]
+    total = sum(chunk.bytes for chunk in kept) + sum(len(c.blob) for c in chunks.values())
+    partitions = planner.partitions_for(total, current, max_chunks)
+    if partitions == 0:
+        return _inline(shard, rows)
+    if partitions != current:
+        return _encode_all(shard, rows, partitions)
+    raw = tuple(chunks[i].raw_bytes if i in chunks else _raw_of(layout, i) for i in range(current))
+    return Compaction(current, chunks, base_raw=sum(raw), base_rows=len(rows), chunk_raw=raw)
+
+
+def _raw_of(layout: Layout, index: int) -> int:
+    """Raw bytes of an active chunk: as read or written (its share of the base's compressed
+    bytes for a layout that does not record them)."""
+    if len(layout.chunk_raw) == layout.manifest.partitions:
+        return layout.chunk_raw[index]
     total = layout.manifest.chunk_bytes
     if not total:
         return 0
-    part = sum(layout.manifest.slots[layout.manifest.active_slot(i)].bytes for i in indexes)
+    part = layout.manifest.slots[layout.manifest.active_slot(index)].bytes
     return layout.base_raw * part // total
 
 

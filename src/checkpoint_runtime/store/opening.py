@@ -84,11 +84,13 @@ def _state(stored: StoredShard, decoded: codec.DecodedShard) -> ShardState:
 
 def _read_chunks(
     backend: Backend, stored: StoredShard, head: codec_v3.DecodedHead, deadline: Deadline
-) -> tuple[list[dict[str, str]], int, int]:
-    """Every active chunk, verified against the manifest: rows, raw and compressed bytes."""
+) -> tuple[list[dict[str, str]], list[int], int]:
+    """Every active chunk, verified against the manifest: rows, raw bytes of each, compressed
+    bytes."""
     shard, manifest = stored.shard, head.manifest
     chunks: list[dict[str, str]] = []
-    budget, raw, stored_bytes = head.budget, 0, 0
+    budget, chars, stored_bytes = head.budget, head.chars_budget, 0
+    chunk_raw: list[int] = []
     for index in range(manifest.partitions):
         slot = manifest.active_slot(index)
         chunk = backend.read_slot(shard, slot, deadline)
@@ -104,12 +106,21 @@ def _read_chunks(
                 raise CorruptShardError(shard, f"{problem}, and the head is unchanged")
             raise _Moved(again)
         assert chunk is not None
-        rows, used = codec_v3.decode_chunk(shard, chunk.blob, index, manifest.partitions, budget)
-        budget -= used
-        raw += used
+        decoded = codec_v3.decode_chunk(
+            shard,
+            chunk.blob,
+            index,
+            manifest.partitions,
+            budget,
+            encoding=head.encoding,
+            chars_budget=chars,
+        )
+        budget -= decoded.raw_bytes
+        chars -= decoded.chars
+        chunk_raw.append(decoded.raw_bytes)
         stored_bytes += len(chunk.blob)
-        chunks.append(rows)
-    return chunks, raw, stored_bytes
+        chunks.append(decoded.rows)
+    return chunks, chunk_raw, stored_bytes
 
 
 def decode(backend: Backend, stored: StoredShard, deadline: Deadline) -> ShardState | None:
@@ -124,7 +135,7 @@ def decode(backend: Backend, stored: StoredShard, deadline: Deadline) -> ShardSt
         head = codec_v3.decode_head(stored.shard, stored.blob)
         _check_annotations(stored, SHARD_FORMAT)
         try:
-            chunks, raw, chunk_bytes = _read_chunks(backend, stored, head, deadline)
+            chunks, chunk_raw, chunk_bytes = _read_chunks(backend, stored, head, deadline)
         except _Moved as moved:
             if moved.stored is None:
                 return None
@@ -135,8 +146,16 @@ def decode(backend: Backend, stored: StoredShard, deadline: Deadline) -> ShardSt
         decoded = codec_v3.assemble(stored.shard, head, chunks)
         state = _state(stored, decoded)
         state.base_prior = decoded.base_prior
-        base_raw = raw if head.inline is None else head.inline_raw
-        state.layout = Layout(head.manifest, head.base_rows, head.inline, head.inline_raw, base_raw)
+        base_raw = sum(chunk_raw) if head.inline is None else head.inline_raw
+        state.layout = Layout(
+            head.manifest,
+            head.base_rows,
+            head.inline,
+            head.inline_raw,
+            base_raw,
+            head.encoding,
+            tuple(chunk_raw),
+        )
         state.compressed_bytes = len(stored.blob) + chunk_bytes
         return state
     raise DeadlineExceeded(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from checkpoint_runtime.constants import (
+    BASE_ENCODING,
     CHUNK_TARGET_BYTES,
     CONFIGMAP_VALUE_LIMIT,
     HEAD_DELTA_MAX_BYTES,
@@ -30,6 +31,10 @@ class Layout:
     inline_raw: int = 0
     base_raw: int = 0
     """Raw bytes of the whole base (inline member or every active chunk)."""
+    encoding: str = BASE_ENCODING
+    """The layout of its base members (codec_v3.JSON_COLUMNS: v3 as first written)."""
+    chunk_raw: tuple[int, ...] = ()
+    """Raw (inflated) bytes of each active chunk, by index."""
 
     @property
     def base_bytes(self) -> int:
@@ -51,7 +56,10 @@ def head_only(layout: Layout, delta_bytes: int, head_bytes: int, compaction_rati
 
 def must_compact(layout: Layout) -> bool:
     """An inline base past its bound (a shard's first write keeps every row in the head):
-    the next persist moves it into chunks."""
+    the next persist moves it into chunks; a base in an older encoding: the next persist
+    rewrites it whole (a head names one encoding for all its base members)."""
+    if layout.encoding != BASE_ENCODING:
+        return True
     return layout.inline is not None and len(layout.inline) > INLINE_BASE_MAX_BYTES
 
 

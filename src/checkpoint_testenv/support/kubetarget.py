@@ -134,17 +134,24 @@ class KubeTarget:
         if not codec_v3.is_v3(shard, blob):
             return codec.decode_shard(shard, blob)
         head = codec_v3.decode_head(shard, blob)
-        chunks, budget = [], head.budget
+        chunks, budget, chars = [], head.budget, head.chars_budget
         for index in range(head.manifest.partitions):
             slot = head.manifest.active_slot(index)
             raw = self.raw(chunk_slot_name(shard_name(lease, shard), slot[0], int(slot[1:])))
             if raw is None or codec_v3.digest(raw.blob) != head.manifest.slots[slot].digest:
                 raise CorruptShardError(shard, f"checker: active chunk {slot} != manifest")
-            rows, used = codec_v3.decode_chunk(
-                shard, raw.blob, index, head.manifest.partitions, budget
+            chunk = codec_v3.decode_chunk(
+                shard,
+                raw.blob,
+                index,
+                head.manifest.partitions,
+                budget,
+                encoding=head.encoding,
+                chars_budget=chars,
             )
-            budget -= used
-            chunks.append(rows)
+            budget -= chunk.raw_bytes
+            chars -= chunk.chars
+            chunks.append(chunk.rows)
         return codec_v3.assemble(shard, head, chunks).rows
 
     def raw(self, name: str) -> RawObject | None:

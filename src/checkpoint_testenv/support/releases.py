@@ -13,6 +13,9 @@ from checkpoint_testenv.binaries import REPO_ROOT
 
 PREVIOUS_RELEASE = "bc8f231"
 """The last commit whose runtime writes gzip-shards-v2 (one object per shard, before v3)."""
+FIRST_V3 = "347391d"
+"""The last commit whose runtime writes gzip-shards-v3 with the JSON column base (its heads
+name no `encoding`), before the row-block base."""
 
 
 class HistoryMissing(RuntimeError):

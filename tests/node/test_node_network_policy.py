@@ -32,8 +32,8 @@ from checkpoint_testenv.node.kubelet import CLUSTER_DOMAIN
 from checkpoint_testenv.node.netpol import PolicyEnforcer
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
     holder_pod,
+    install_ready,
     lease_holder,
     pod_get,
     restricted_namespace,
@@ -144,10 +144,7 @@ def gate_warnings(values: dict[str, Any]) -> set[str]:
 def install(cluster: NodeCluster, namespace: str, values: dict[str, Any]) -> helm.Release:
     plane = cluster.control_plane
     begun = time.monotonic()
-    try:
-        installed = helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    installed = install_ready(plane, namespace, values)
     print(f"\nhelm install --wait (egress restricted): {time.monotonic() - begun:.1f} s")
     return installed
 

@@ -24,6 +24,7 @@ from checkpoint_testenv.node.observe import (
     ReleaseLogs,
     holder_pod,
     install_ready,
+    leader_pod,
     lease_holder,
     restricted_namespace,
     stored_chunks,
@@ -72,8 +73,7 @@ def test_a_state_spanning_several_chunks_survives_deleting_the_leader_pod(
     release: helm.Release, node_s3: S3Server, bucket: str
 ) -> None:
     logs = ReleaseLogs(release)
-    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    leader = holder_pod(lease_holder(release))
+    leader = leader_pod(release)
     begun = time.monotonic()
     first = upload(node_s3, bucket, "01", FIRST)
     print(f"\nuploaded {FIRST} objects: {time.monotonic() - begun:.1f} s")

@@ -34,6 +34,7 @@ from checkpoint_testenv.node.observe import (
     ReleaseLogs,
     holder_pod,
     install_ready,
+    leader_pod,
     lease_holder,
     pod_get,
     restricted_namespace,
@@ -271,8 +272,7 @@ def log_messages(logs: ReleaseLogs, pod: str) -> list[str]:
 def assert_only_the_collector_breaks(release: helm.Release, symptom: str) -> None:
     """Election and checkpoints go on; the collector's requests fail with `symptom` (each
     window kept in the shard for replay) and nothing is emitted."""
-    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    leader = holder_pod(lease_holder(release))
+    leader = leader_pod(release)
     logs = ReleaseLogs(release)
     wait_for(
         lambda: any(symptom in m for m in log_messages(logs, leader) if "kept for replay" in m),

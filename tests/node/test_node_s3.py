@@ -20,6 +20,7 @@ from checkpoint_testenv.node.observe import (
     ReleaseLogs,
     holder_pod,
     install_ready,
+    leader_pod,
     lease_holder,
     restricted_namespace,
     wait_for,
@@ -61,8 +62,7 @@ def test_s3_scan_from_the_image_survives_deleting_the_leader_pod(
     release: helm.Release, node_s3: S3Server, bucket: str
 ) -> None:
     logs = ReleaseLogs(release)
-    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    leader = holder_pod(lease_holder(release))
+    leader = leader_pod(release)
     first = upload(node_s3, bucket, "01", 300)
     wait_for(lambda: sorted(logs.objects(leader, FEED)) == first, 120, "the first batch emitted")
     # Checkpointed: every object of the batch is marked seen in the leader's shard.

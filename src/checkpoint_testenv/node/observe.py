@@ -80,6 +80,12 @@ def holder_pod(holder: str) -> str:
     return holder.rpartition("_")[0]
 
 
+def leader_pod(release: Release, timeout: float = 30) -> str:
+    """The pod that holds the release's Lease, once one does (within `timeout` seconds)."""
+    wait_for(lambda: lease_holder(release) != "", timeout, "a Lease holder")
+    return holder_pod(lease_holder(release))
+
+
 def shard_writers(release: Release) -> dict[str, str]:
     """Shard ConfigMap name -> the writer stamped on it."""
     listed: Any

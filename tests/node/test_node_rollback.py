@@ -147,7 +147,9 @@ def test_upgrading_moves_the_shard_to_v3_chunks(
         "--wait", "--timeout", "300s",
     )  # fmt: skip
     assert all(not image_of(p).endswith(f":{scene.previous.tag}") for p in runtime_pods(release))
-    upload(scene, node_s3, bucket, "02", 400)
+    # Enough random 96-character names that the row-block base passes what stays inline in
+    # the head (half of a chunk's target size) and goes into a chunk slot.
+    upload(scene, node_s3, bucket, "02", 2000)
     wait_for(lambda: checkpointed(release) == ids(scene.uploaded), 180, "batch 2 checkpointed")
     wait_for(lambda: stored_chunks(release).get(SHARD, 0) >= 1, 60, "the base in a chunk slot")
     assert head_format(release) == SHARD_FORMAT

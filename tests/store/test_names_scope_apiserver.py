@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from store_harness import LEGACY, KubeHarness, raw_shard
+from store_harness import LEGACY, KubeHarness, raw_shard, refused_oversize
 
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime import cli
@@ -35,7 +35,6 @@ from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
     ConflictError,
-    OversizeError,
     UnconfiguredShardError,
 )
 from checkpoint_runtime.format.legacy import encode_legacy
@@ -131,12 +130,7 @@ def test_every_store_operation_works_with_the_pinned_role(
 
     rows = FeedWorkload(FEED, 40_000, "uuid").rows
     before = raw_shard(kube, FEED)
-    for key, value in rows.items():
-        second.set(key, value)
-    with pytest.raises(ExceptionGroup) as oversize:
-        second.flush()
-    (error,) = oversize.value.exceptions
-    assert isinstance(error, OversizeError)
+    error = refused_oversize(second, rows)
     assert error.size > CONFIGMAP_VALUE_LIMIT
     assert raw_shard(kube, FEED) == before  # the stored shard is as it was
 

@@ -142,6 +142,11 @@ class KubeHarness:
         self.target.close()
 
 
+OVERSIZE_ROWS = 60_000
+"""UUID-named seen rows that cannot fit one object (about 21 compressed bytes each as a row
+block: over 1 MiB), so a store allowed one chunk slot (maxChunks 1) must refuse them."""
+
+
 def refused_oversize(store: Store, rows: Mapping[str, str]) -> OversizeError:
     """Set `rows` and flush: the flush must fail with exactly one OversizeError, returned."""
     for key, value in rows.items():

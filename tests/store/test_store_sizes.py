@@ -4,7 +4,14 @@ well under the limit, and a shard that does not fit fails visibly without losing
 from __future__ import annotations
 
 import pytest
-from store_harness import Harness, KubeHarness, open_store, raw_shard, refused_oversize
+from store_harness import (
+    OVERSIZE_ROWS,
+    Harness,
+    KubeHarness,
+    open_store,
+    raw_shard,
+    refused_oversize,
+)
 
 from checkpoint_runtime.backends.base import ShardWrite
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
@@ -14,7 +21,6 @@ from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, Configuration, FeedWorkload
 
 OVERSIZE_SHARD = "tn/objectstore/huge"
-OVERSIZE_ROWS = 60_000  # UUID-named seen rows; ~21 compressed bytes each as a row block
 
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.name)

@@ -254,15 +254,7 @@ def _plot_sizes(axis: Any, shape: str, points: list[Any], most: dict[str, int], 
             va="top",
             ha="right",
         )
-    axis.set(
-        xscale="log",
-        yscale="log",
-        xlabel="seen rows in the shard",
-        ylabel="compressed bytes",
-        title=f"{shape}: bytes per shard",
-    )
-    axis.grid(True, which="both", alpha=0.3)
-    axis.legend(fontsize=8, loc="lower right")
+    _finish_sweep(axis, "compressed bytes", f"{shape}: bytes per shard", loc="lower right")
 
 
 def _plot_times(axis: Any, shape: str, points: list[Any]) -> None:
@@ -271,15 +263,16 @@ def _plot_times(axis: Any, shape: str, points: list[Any]) -> None:
     for name, marker in (("envelope", "o"), ("baseline", "s")):
         axis.plot(rows, [p.encode_ms[name] for p in points], marker + "-", label=f"{name} encode")
         axis.plot(rows, [p.decode_ms[name] for p in points], marker + "--", label=f"{name} decode")
+    _finish_sweep(axis, "median ms", f"{shape}: encode / decode time")
+
+
+def _finish_sweep(axis: Any, ylabel: str, title: str, **legend: Any) -> None:
+    """Log-log axes over the seen rows of a shard, a grid and the legend."""
     axis.set(
-        xscale="log",
-        yscale="log",
-        xlabel="seen rows in the shard",
-        ylabel="median ms",
-        title=f"{shape}: encode / decode time",
+        xscale="log", yscale="log", xlabel="seen rows in the shard", ylabel=ylabel, title=title
     )
     axis.grid(True, which="both", alpha=0.3)
-    axis.legend(fontsize=8)
+    axis.legend(fontsize=8, **legend)
 
 
 def plot_codec(results: Results, out: Path) -> list[Path]:

@@ -68,7 +68,10 @@ class CliPipeline:
     def run(self, values: Values) -> None:
         values_file = self.scratch / "values.json"
         values_file.write_text(json.dumps(values), encoding="utf-8")
-        manifests = self.scratch / "manifests.yaml"
+        self.run_file(values_file, self.scratch / "manifests.yaml")
+
+    def run_file(self, values_file: Path | None, manifests: Path) -> None:
+        """Render `values_file` (None: the chart's defaults) into `manifests`, then check it."""
         template, *checks = self.commands(values_file, manifests)
         with manifests.open("w", encoding="utf-8") as out:
             subprocess.run(template, stdout=out, check=True)
@@ -118,12 +121,7 @@ def one_shot(pipeline: CliPipeline) -> tuple[float, float, float, float]:
     files: list[Path | None] = [None, *sorted(CI_VALUES_DIR.glob("*-values.yaml"))]
     cpu, wall = children_cpu(), time.perf_counter()
     for values_file in files:
-        manifests = pipeline.scratch / "one-shot.yaml"
-        template, *checks = pipeline.commands(values_file, manifests)
-        with manifests.open("w", encoding="utf-8") as out:
-            subprocess.run(template, stdout=out, check=True)
-        for command in checks:
-            subprocess.run(command, stdout=subprocess.DEVNULL, check=False)
+        pipeline.run_file(values_file, pipeline.scratch / "one-shot.yaml")
     return gate_cpu, gate_wall, children_cpu() - cpu, time.perf_counter() - wall
 
 

@@ -61,8 +61,9 @@ class ValuesSchema:
 
 # Prometheus-operator kinds have no schema in kubernetes-validate; they get this structural check
 # instead (required top-level fields, a closed top level, the fields the chart relies on).
-_CRD_SCHEMAS: dict[tuple[str, str], Json] = {
-    ("monitoring.coreos.com/v1", "ServiceMonitor"): {
+def _crd_schema(spec: Json) -> Json:
+    """A closed top level (apiVersion, kind, metadata, spec) around one kind's `spec` schema."""
+    return {
         "type": "object",
         "required": ["apiVersion", "kind", "metadata", "spec"],
         "additionalProperties": False,
@@ -70,59 +71,57 @@ _CRD_SCHEMAS: dict[tuple[str, str], Json] = {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"$ref": "#/$defs/metadata"},
-            "spec": {
-                "type": "object",
-                "required": ["selector", "endpoints"],
-                "properties": {
-                    "selector": {"type": "object"},
-                    "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object"}},
-                    "namespaceSelector": {"type": "object"},
-                },
-            },
+            "spec": spec,
         },
-    },
-    ("monitoring.coreos.com/v1", "PrometheusRule"): {
-        "type": "object",
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "additionalProperties": False,
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"$ref": "#/$defs/metadata"},
-            "spec": {
-                "type": "object",
-                "required": ["groups"],
-                "properties": {
-                    "groups": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "required": ["name", "rules"],
-                            "properties": {
-                                "name": {"type": "string", "minLength": 1},
-                                "rules": {
-                                    "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "required": ["expr"],
-                                        "properties": {
-                                            "alert": {"type": "string"},
-                                            "record": {"type": "string"},
-                                            "expr": {"type": ["string", "integer"]},
-                                            "for": {"type": "string"},
-                                            "labels": {"type": "object"},
-                                            "annotations": {"type": "object"},
-                                        },
+    }
+
+
+_CRD_SCHEMAS: dict[tuple[str, str], Json] = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _crd_schema(
+        {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "properties": {
+                "selector": {"type": "object"},
+                "endpoints": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+                "namespaceSelector": {"type": "object"},
+            },
+        }
+    ),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _crd_schema(
+        {
+            "type": "object",
+            "required": ["groups"],
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "rules"],
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "rules": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["expr"],
+                                    "properties": {
+                                        "alert": {"type": "string"},
+                                        "record": {"type": "string"},
+                                        "expr": {"type": ["string", "integer"]},
+                                        "for": {"type": "string"},
+                                        "labels": {"type": "object"},
+                                        "annotations": {"type": "object"},
                                     },
                                 },
                             },
                         },
-                    }
-                },
+                    },
+                }
             },
-        },
-    },
+        }
+    ),
 }
 
 _CRD_METADATA: Json = {

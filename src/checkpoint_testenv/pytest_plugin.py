@@ -108,16 +108,7 @@ def control_plane(
     tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Iterator[ControlPlane]:
     """One real etcd + kube-apiserver for the whole session."""
-    try:
-        bin_dir = binaries.locate()
-    except binaries.BinariesMissing as missing:
-        pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
-    plane = start_control_plane(bin_dir, tmp_path_factory.mktemp("controlplane"))
-    pytestconfig.stash.setdefault(_STARTED, []).append(plane)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+    yield from _started_control_plane(tmp_path_factory, pytestconfig, "controlplane")
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +117,24 @@ def small_quota_control_plane(
 ) -> Iterator[ControlPlane]:
     """A separate etcd + kube-apiserver whose etcd quota is SMALL_ETCD_QUOTA_BYTES, for the
     tests of one module that fill it (a full etcd refuses every write: never the session's)."""
+    yield from _started_control_plane(
+        tmp_path_factory, pytestconfig, "smallquota", quota_backend_bytes=SMALL_ETCD_QUOTA_BYTES
+    )
+
+
+def _started_control_plane(
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+    folder: str,
+    quota_backend_bytes: int | None = None,
+) -> Iterator[ControlPlane]:
+    """Start a control plane in a fresh `folder` (reported in the summary), stop it after."""
     try:
         bin_dir = binaries.locate()
     except binaries.BinariesMissing as missing:
         pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
     plane = start_control_plane(
-        bin_dir, tmp_path_factory.mktemp("smallquota"), quota_backend_bytes=SMALL_ETCD_QUOTA_BYTES
+        bin_dir, tmp_path_factory.mktemp(folder), quota_backend_bytes=quota_backend_bytes
     )
     pytestconfig.stash.setdefault(_STARTED, []).append(plane)
     try:

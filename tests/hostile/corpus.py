@@ -193,6 +193,13 @@ check("oversize-projection", feed(maxSeenKeys=1_000_000))
 
 # ---- `run` itself: arguments and credentials ---------------------------------------------------
 
+# argv prefixes the cases below share
+KUBE_RUN = ("run", "--config", "{dir}/c.json", "--kubeconfig")
+INSPECT = ("inspect", "--path", "{dir}/store")
+MIGRATE = ("migrate", "--path", "{dir}/store", "--legacy-name", "legacy")
+PROJECT = ("project", "--config", "{dir}/c.json")
+SET_ASIDE = ("set-aside", "--path", "{dir}/store")
+
 GOOD_CONFIG = {"c.json": json.dumps(feed())}
 KUBE_CONFIG = {"c.json": json.dumps(config(store={"backend": "kubernetes", "namespace": "ns"}))}
 for port in ["-1", "99999", "abc", "1e3"]:
@@ -247,10 +254,7 @@ for label, content in KUBECONFIGS.items():
     name = "InputLimitError" if label in ("billion-laughs", "size-2mb") else "ConfigError"
     case(
         f"run/kubeconfig-{label}",
-        "run",
-        "--config",
-        "{dir}/c.json",
-        "--kubeconfig",
+        *KUBE_RUN,
         "{dir}/kubeconfig",
         code=ERROR,
         name=name,
@@ -258,10 +262,7 @@ for label, content in KUBECONFIGS.items():
     )
 case(
     "run/kubeconfig-missing",
-    "run",
-    "--config",
-    "{dir}/c.json",
-    "--kubeconfig",
+    *KUBE_RUN,
     "{dir}/none",
     code=ERROR,
     name="ConfigError",
@@ -269,10 +270,7 @@ case(
 )
 case(
     "run/kubeconfig-a-folder",
-    "run",
-    "--config",
-    "{dir}/c.json",
-    "--kubeconfig",
+    *KUBE_RUN,
     "{dir}",
     code=ERROR,
     name="ConfigError",
@@ -314,20 +312,14 @@ for poison, name in POISONED_STORES:
 for poison, name in POISONED_STORES:
     case(
         f"inspect/store-{poison}",
-        "inspect",
-        "--path",
-        "{dir}/store",
+        *INSPECT,
         code=ERROR,
         name=name,
         store=poison,
     )
     case(
         f"migrate/store-{poison}",
-        "migrate",
-        "--path",
-        "{dir}/store",
-        "--legacy-name",
-        "legacy",
+        *MIGRATE,
         code=ERROR,
         name=name,
         store=poison,
@@ -339,9 +331,7 @@ case("inspect/proc", "inspect", "--path", "/proc/nope", code=ERROR, name="NoStor
 case("inspect/empty-folder", "inspect", "--path", "{dir}", code=ERROR, name="NoStoreError")
 case(
     "inspect/unknown-lease",
-    "inspect",
-    "--path",
-    "{dir}/store",
+    *INSPECT,
     "--lease-name",
     "gamma",
     code=ERROR,
@@ -362,9 +352,7 @@ case("inspect/neither", "inspect", code=ERROR, name="ConfigError")
 for deadline in ["nan", "inf", "-1", "0", "abc", "1e9", "-inf"]:
     case(
         f"inspect/deadline-{deadline}",
-        "inspect",
-        "--path",
-        "{dir}/store",
+        *INSPECT,
         "--deadline",
         deadline,
         code=ERROR,
@@ -391,11 +379,7 @@ case(
 )
 case(
     "migrate/legacy-missing",
-    "migrate",
-    "--path",
-    "{dir}/store",
-    "--legacy-name",
-    "legacy",
+    *MIGRATE,
     code=ERROR,
     name="NoLegacyError",
     store="good",
@@ -410,11 +394,7 @@ for label, value in LEGACIES.items():
     document = {"annotations": {}, "data": {"checkpoints.json": value}, "version": "1"}
     case(
         f"migrate/legacy-{label}",
-        "migrate",
-        "--path",
-        "{dir}/store",
-        "--legacy-name",
-        "legacy",
+        *MIGRATE,
         code=ERROR,
         name=None if label != "not-json" else "LegacyFormatError",
         store="good",
@@ -422,11 +402,7 @@ for label, value in LEGACIES.items():
     )
 case(
     "migrate/legacy-file-garbage",
-    "migrate",
-    "--path",
-    "{dir}/store",
-    "--legacy-name",
-    "legacy",
+    *MIGRATE,
     code=ERROR,
     name=None,
     store="good",
@@ -434,27 +410,21 @@ case(
 )
 case(
     "project/misfit",
-    "project",
-    "--config",
-    "{dir}/c.json",
+    *PROJECT,
     code=FINDING,
     files={"c.json": json.dumps({"collectors": [{**FEED, "maxSeenKeys": 1_000_000}]})},
 )
 case("project/good", "project", "--config", "{dir}/c.json", code=OK, files=GOOD_CONFIG)
 case(
     "project/bad-config",
-    "project",
-    "--config",
-    "{dir}/c.json",
+    *PROJECT,
     code=ERROR,
     name="ConfigError",
     files={"c.json": "[]"},
 )
 case(
     "project/bad-shape",
-    "project",
-    "--config",
-    "{dir}/c.json",
+    *PROJECT,
     "--shape",
     "x",
     code=ERROR,
@@ -463,9 +433,7 @@ case(
 )
 case(
     "set-aside/unknown-object",
-    "set-aside",
-    "--path",
-    "{dir}/store",
+    *SET_ASIDE,
     "--object",
     "nope",
     code=ERROR,
@@ -474,9 +442,7 @@ case(
 )
 case(
     "set-aside/traversal",
-    "set-aside",
-    "--path",
-    "{dir}/store",
+    *SET_ASIDE,
     "--object",
     "../c",
     code=ERROR,
@@ -485,9 +451,7 @@ case(
 )
 case(
     "set-aside/without-object",
-    "set-aside",
-    "--path",
-    "{dir}/store",
+    *SET_ASIDE,
     code=ERROR,
     name="UsageError",
     store="good",

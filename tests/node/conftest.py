@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from checkpoint_testenv import helm, s3server
+from checkpoint_testenv import s3server
 from checkpoint_testenv.binaries import BinariesMissing
 from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
-    describe,
     holder_pod,
+    install_ready,
     lease_holder,
     restricted_namespace,
     runtime_pods,
@@ -91,10 +91,7 @@ def token_release(node_cluster: NodeCluster) -> Iterator[FirstToken]:
                 "collectors": [{"kind": "flowlogs", "url": feed.url, "pollSeconds": 0.5}]
             },
         }
-        try:
-            release = helm.install(plane, namespace, values, wait=True)
-        except helm.HelmError as failure:
-            raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+        release = install_ready(plane, namespace, values)
         wait_for(lambda: bool(shard_writers(release)), 60, "a shard written")
         holder = lease_holder(release)
         (leader,) = [p for p in runtime_pods(release) if p.metadata.name == holder_pod(holder)]

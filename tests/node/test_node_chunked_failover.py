@@ -22,13 +22,15 @@ from checkpoint_testenv import helm
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
     holder_pod,
+    install_ready,
+    leader_pod,
     lease_holder,
     restricted_namespace,
     stored_chunks,
     wait_for,
 )
+from checkpoint_testenv.node.storage import s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
@@ -43,30 +45,9 @@ SEEN_KEYS = 20_000
 def release(node_cluster: NodeCluster, node_s3: S3Server, bucket: str) -> Iterator[helm.Release]:
     plane = node_cluster.control_plane
     namespace = restricted_namespace(plane, "chunked")
-    with plane.admin_api() as api:
-        client.CoreV1Api(api).create_namespaced_secret(
-            namespace, {"metadata": {"name": "s3-credentials"}, "stringData": node_s3.env()}
-        )
-    values = {
-        "envFrom": [{"secretRef": {"name": "s3-credentials"}}],
-        "checkpoint": {
-            "collectors": [
-                {
-                    "kind": "objectstore",
-                    "tailnet": "tn1",
-                    "feed": FEED,
-                    "url": f"s3://{bucket}/feed",
-                    "endpointUrl": node_s3.endpoint,
-                    "pollSeconds": 0.5,
-                    "maxSeenKeys": SEEN_KEYS,
-                }
-            ]
-        },
-    }
-    try:
-        installed = helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    s3_secret(plane, namespace, node_s3)
+    values = s3_values(node_s3, bucket, FEED, maxSeenKeys=SEEN_KEYS)
+    installed = install_ready(plane, namespace, values)
     yield installed
     helm.run(plane, "uninstall", installed.name, "--namespace", namespace, "--wait")
 
@@ -84,17 +65,6 @@ def upload(server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     return sorted(names)
 
 
-def emitted(logs: ReleaseLogs, pod: str) -> list[str]:
-    follower = logs.followers.get(pod)
-    if follower is None:
-        return []
-    return [
-        str(entry["object"])
-        for entry in follower.entries()
-        if entry.get("line") == 0 and "object" in entry and entry.get("feed") == FEED
-    ]
-
-
 def checkpointed(release: helm.Release) -> set[str]:
     return seen_ids(stored_rows(release), SHARD)
 
@@ -103,12 +73,11 @@ def test_a_state_spanning_several_chunks_survives_deleting_the_leader_pod(
     release: helm.Release, node_s3: S3Server, bucket: str
 ) -> None:
     logs = ReleaseLogs(release)
-    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    leader = holder_pod(lease_holder(release))
+    leader = leader_pod(release)
     begun = time.monotonic()
     first = upload(node_s3, bucket, "01", FIRST)
     print(f"\nuploaded {FIRST} objects: {time.monotonic() - begun:.1f} s")
-    wait_for(lambda: len(emitted(logs, leader)) >= FIRST, 300, "the first batch emitted")
+    wait_for(lambda: len(logs.objects(leader, FEED)) >= FIRST, 300, "the first batch emitted")
     wait_for(lambda: len(checkpointed(release)) == FIRST, 120, "the first batch checkpointed")
     chunks = stored_chunks(release)[SHARD]
     assert chunks >= 2, f"the shard's base spans {chunks} chunk slot(s): nothing to prove"
@@ -120,15 +89,15 @@ def test_a_state_spanning_several_chunks_survives_deleting_the_leader_pod(
     successor = holder_pod(lease_holder(release))
     second = upload(node_s3, bucket, "02", SECOND)
     logs.refresh()
-    wait_for(lambda: len(emitted(logs, successor)) >= SECOND, 180, "the second batch")
+    wait_for(lambda: len(logs.objects(successor, FEED)) >= SECOND, 180, "the second batch")
     wait_for(
         lambda: len(checkpointed(release)) == FIRST + SECOND, 120, "the second batch checkpointed"
     )
     time.sleep(3)  # a few more polls: anything emitted twice would show now
     logs.refresh()
-    counts = Counter(emitted(logs, leader) + emitted(logs, successor))
+    counts = Counter(logs.objects(leader, FEED) + logs.objects(successor, FEED))
     assert set(counts) == set(first) | set(second), "lost or unexpected objects"
     assert max(counts.values()) == 1, [key for key, n in counts.items() if n > 1][:10]
-    assert set(emitted(logs, successor)) == set(second)
+    assert set(logs.objects(successor, FEED)) == set(second)
     assert stored_chunks(release)[SHARD] >= 2
     print(f"takeover and second batch: {time.monotonic() - begun:.1f} s")

@@ -19,7 +19,7 @@ from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
+    install_ready,
     ready,
     restricted_namespace,
     runtime_pods,
@@ -48,10 +48,7 @@ def file_release(node_cluster: NodeCluster, flow_feed: FlowFeed, volume_dir: Pat
             "collectors": [{"kind": "flowlogs", "url": flow_feed.url, "pollSeconds": POLL_SECONDS}],
         }
     }
-    try:
-        return helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    return install_ready(plane, namespace, values)
 
 
 def test_file_store_state_survives_pod_deletion(

@@ -32,8 +32,9 @@ from checkpoint_testenv.node.kubelet import CLUSTER_DOMAIN
 from checkpoint_testenv.node.netpol import PolicyEnforcer
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
     holder_pod,
+    install_ready,
+    leader_pod,
     lease_holder,
     pod_get,
     restricted_namespace,
@@ -144,10 +145,7 @@ def gate_warnings(values: dict[str, Any]) -> set[str]:
 def install(cluster: NodeCluster, namespace: str, values: dict[str, Any]) -> helm.Release:
     plane = cluster.control_plane
     begun = time.monotonic()
-    try:
-        installed = helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    installed = install_ready(plane, namespace, values)
     print(f"\nhelm install --wait (egress restricted): {time.monotonic() - begun:.1f} s")
     return installed
 
@@ -274,8 +272,7 @@ def log_messages(logs: ReleaseLogs, pod: str) -> list[str]:
 def assert_only_the_collector_breaks(release: helm.Release, symptom: str) -> None:
     """Election and checkpoints go on; the collector's requests fail with `symptom` (each
     window kept in the shard for replay) and nothing is emitted."""
-    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    leader = holder_pod(lease_holder(release))
+    leader = leader_pod(release)
     logs = ReleaseLogs(release)
     wait_for(
         lambda: any(symptom in m for m in log_messages(logs, leader) if "kept for replay" in m),

@@ -21,8 +21,8 @@ from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
     holder_pod,
+    install_ready,
     lease_holder,
     ready,
     restricted_namespace,
@@ -64,10 +64,7 @@ def release(node_cluster: NodeCluster, flow_feed: FlowFeed, bucket: Path) -> hel
         "extraVolumeMounts": [{"name": "bucket", "mountPath": BUCKET_MOUNT, "readOnly": True}],
     }  # fmt: skip
     begun = time.monotonic()
-    try:
-        installed = helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    installed = install_ready(plane, namespace, values)
     print(f"helm install --wait: {time.monotonic() - begun:.1f} s")
     return installed
 

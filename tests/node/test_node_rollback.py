@@ -37,6 +37,7 @@ from checkpoint_testenv.node.observe import (
     LogFollower,
     describe,
     holder_pod,
+    install_ready,
     lease_holder,
     ready,
     restricted_namespace,
@@ -46,12 +47,12 @@ from checkpoint_testenv.node.observe import (
     stored_heads,
     wait_for,
 )
+from checkpoint_testenv.node.storage import s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
 FEED = "feed-rollback"
 SHARD = f"tn1/objectstore/{FEED}"
-SECRET = "s3-credentials"
 
 
 class Scene:
@@ -62,25 +63,6 @@ class Scene:
         self.previous = previous
         self.uploaded: list[str] = []
         self.values_file = release.plane.workdir / "helm" / f"{release.namespace}-current.json"
-
-
-def _collector_values(server: S3Server, bucket: str) -> dict[str, Any]:
-    return {
-        "envFrom": [{"secretRef": {"name": SECRET}}],
-        "checkpoint": {
-            "collectors": [
-                {
-                    "kind": "objectstore",
-                    "tailnet": "tn1",
-                    "feed": FEED,
-                    "url": f"s3://{bucket}/feed",
-                    "endpointUrl": server.endpoint,
-                    "pollSeconds": 0.5,
-                    "maxSeenKeys": 20_000,
-                }
-            ]
-        },
-    }
 
 
 @pytest.fixture(scope="module")
@@ -97,16 +79,10 @@ def scene(
     print(f"\nprevious release's image built and imported: {time.monotonic() - begun:.1f} s")
     plane = node_cluster.control_plane
     namespace = restricted_namespace(plane, "rollback")
-    with plane.admin_api() as api:
-        client.CoreV1Api(api).create_namespaced_secret(
-            namespace, {"metadata": {"name": SECRET}, "stringData": node_s3.env()}
-        )
-    values = _collector_values(node_s3, bucket)
+    s3_secret(plane, namespace, node_s3)
+    values = s3_values(node_s3, bucket, FEED, maxSeenKeys=20_000)
     old = {**values, "image": {"tag": previous.tag}}
-    try:
-        release = helm.install(plane, namespace, old, chart_dir=previous.chart_dir, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    release = install_ready(plane, namespace, old, chart_dir=previous.chart_dir)
     found = Scene(release, previous)
     found.values_file.write_text(json.dumps(values))
     yield found
@@ -130,14 +106,6 @@ def checkpointed(release: helm.Release) -> set[str]:
 
 def ids(names: list[str]) -> set[str]:
     return {object_id(name) for name in names}
-
-
-def emitted(follower: LogFollower) -> list[str]:
-    return [
-        str(entry["object"])
-        for entry in follower.entries()
-        if entry.get("line") == 0 and "object" in entry and entry.get("feed") == FEED
-    ]
 
 
 def head_format(release: helm.Release) -> str:
@@ -179,7 +147,9 @@ def test_upgrading_moves_the_shard_to_v3_chunks(
         "--wait", "--timeout", "300s",
     )  # fmt: skip
     assert all(not image_of(p).endswith(f":{scene.previous.tag}") for p in runtime_pods(release))
-    upload(scene, node_s3, bucket, "02", 400)
+    # Enough random 96-character names that the row-block base passes what stays inline in
+    # the head (half of a chunk's target size) and goes into a chunk slot.
+    upload(scene, node_s3, bucket, "02", 2000)
     wait_for(lambda: checkpointed(release) == ids(scene.uploaded), 180, "batch 2 checkpointed")
     wait_for(lambda: stored_chunks(release).get(SHARD, 0) >= 1, 60, "the base in a chunk slot")
     assert head_format(release) == SHARD_FORMAT
@@ -258,10 +228,10 @@ def test_downgrade_then_scale_up_the_previous_release_loses_no_row(
     )
     follower = LogFollower(release, successor)
     third = upload(scene, node_s3, bucket, "03", 100)
-    wait_for(lambda: len(emitted(follower)) >= len(third), 180, "batch 3 emitted")
+    wait_for(lambda: len(follower.objects(FEED)) >= len(third), 180, "batch 3 emitted")
     wait_for(lambda: checkpointed(release) == ids(scene.uploaded), 120, "batch 3 checkpointed")
     time.sleep(3)  # a few more polls: anything emitted twice would show now
-    assert sorted(emitted(follower)) == sorted(third)  # nothing seen before came again
+    assert sorted(follower.objects(FEED)) == sorted(third)  # nothing seen before came again
     after = stored_rows(release)
     assert after.keys() >= rows.keys()
     assert head_format(release) == SHARD_FORMAT_V2  # the previous release writes v2

@@ -18,16 +18,17 @@ from checkpoint_testenv import helm
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
     holder_pod,
+    install_ready,
+    leader_pod,
     lease_holder,
     restricted_namespace,
     wait_for,
 )
+from checkpoint_testenv.node.storage import s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
-SECRET = "s3-credentials"
 FEED = "feed-s3"
 SHARD = f"tn1/objectstore/{FEED}"
 
@@ -36,30 +37,10 @@ SHARD = f"tn1/objectstore/{FEED}"
 def release(node_cluster: NodeCluster, node_s3: S3Server, bucket: str) -> Iterator[helm.Release]:
     plane = node_cluster.control_plane
     namespace = restricted_namespace(plane, "s3")
-    with plane.admin_api() as api:
-        client.CoreV1Api(api).create_namespaced_secret(
-            namespace, {"metadata": {"name": SECRET}, "stringData": node_s3.env()}
-        )
-    values = {
-        "envFrom": [{"secretRef": {"name": SECRET}}],
-        "checkpoint": {
-            "collectors": [
-                {
-                    "kind": "objectstore",
-                    "tailnet": "tn1",
-                    "feed": FEED,
-                    "url": f"s3://{bucket}/feed",
-                    "endpointUrl": node_s3.endpoint,
-                    "pollSeconds": 0.5,
-                }
-            ]
-        },
-    }
+    s3_secret(plane, namespace, node_s3)
+    values = s3_values(node_s3, bucket, FEED)
     begun = time.monotonic()
-    try:
-        installed = helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    installed = install_ready(plane, namespace, values)
     print(f"\nhelm install --wait (S3 collector): {time.monotonic() - begun:.1f} s")
     yield installed
     helm.run(plane, "uninstall", installed.name, "--namespace", namespace, "--wait")
@@ -73,18 +54,6 @@ def upload(server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     return names
 
 
-def emitted(logs: ReleaseLogs, pod: str) -> list[str]:
-    """The object keys one pod emitted (the first line of each object names it)."""
-    follower = logs.followers.get(pod)
-    if follower is None:
-        return []
-    return [
-        str(entry["object"])
-        for entry in follower.entries()
-        if entry.get("line") == 0 and "object" in entry and entry.get("feed") == FEED
-    ]
-
-
 def checkpointed(release: helm.Release) -> set[str]:
     return seen_ids(stored_rows(release), SHARD)
 
@@ -93,10 +62,9 @@ def test_s3_scan_from_the_image_survives_deleting_the_leader_pod(
     release: helm.Release, node_s3: S3Server, bucket: str
 ) -> None:
     logs = ReleaseLogs(release)
-    wait_for(lambda: lease_holder(release) != "", 30, "a Lease holder")
-    leader = holder_pod(lease_holder(release))
+    leader = leader_pod(release)
     first = upload(node_s3, bucket, "01", 300)
-    wait_for(lambda: sorted(emitted(logs, leader)) == first, 120, "the first batch emitted")
+    wait_for(lambda: sorted(logs.objects(leader, FEED)) == first, 120, "the first batch emitted")
     # Checkpointed: every object of the batch is marked seen in the leader's shard.
     wait_for(lambda: len(checkpointed(release)) == len(first), 60, "the batch checkpointed")
 
@@ -106,11 +74,11 @@ def test_s3_scan_from_the_image_survives_deleting_the_leader_pod(
     successor = holder_pod(lease_holder(release))
     second = upload(node_s3, bucket, "02", 200)
     logs.refresh()
-    wait_for(lambda: len(emitted(logs, successor)) >= len(second), 120, "the second batch")
+    wait_for(lambda: len(logs.objects(successor, FEED)) >= len(second), 120, "the second batch")
     time.sleep(3)  # a few more polls: anything emitted twice would show now
     logs.refresh()
-    counts = Counter(emitted(logs, leader) + emitted(logs, successor))
+    counts = Counter(logs.objects(leader, FEED) + logs.objects(successor, FEED))
     assert set(counts) == set(first) | set(second), "lost or unexpected objects"
     assert max(counts.values()) == 1, [key for key, n in counts.items() if n > 1][:10]
-    assert set(emitted(logs, successor)) == set(second)
+    assert set(logs.objects(successor, FEED)) == set(second)
     assert len(checkpointed(release)) == len(first) + len(second)

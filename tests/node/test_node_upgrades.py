@@ -24,8 +24,8 @@ from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node.cluster import NodeCluster
 from checkpoint_testenv.node.observe import (
     ReleaseLogs,
-    describe,
     holder_pod,
+    install_ready,
     lease_holder,
     restricted_namespace,
     runtime_pods,
@@ -73,10 +73,7 @@ def release(node_cluster: NodeCluster, flow_feed: FlowFeed, legacy: Legacy) -> h
             ],
         }
     }  # fmt: skip
-    try:
-        return helm.install(plane, namespace, values, wait=True)
-    except helm.HelmError as failure:
-        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
+    return install_ready(plane, namespace, values)
 
 
 @pytest.fixture(scope="module")

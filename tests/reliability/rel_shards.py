@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes import client
-
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -32,6 +30,7 @@ from checkpoint_runtime.format import codec, codec_v1
 from checkpoint_runtime.format.gzipmembers import gzip_fast
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.kubetarget import KubeTarget
 
 FEED = "tn/objectstore/feed-a"
 ROWS = {
@@ -268,11 +267,10 @@ def plant_in_folder(folder: Path, bad: BadShard) -> None:
     path.write_bytes(json.dumps(header).encode() + b"\n" + (blob if bad.blob is None else bad.blob))
 
 
-def plant_in_namespace(
-    admin: client.CoreV1Api, namespace: str, lease: str, bad: BadShard, write: Callable[[], None]
-) -> None:
-    """`write()` stores the valid shard through a real store; then the admin tampers with it."""
-    write()
+def plant_in_namespace(target: KubeTarget, lease: str, bad: BadShard) -> None:
+    """Write a valid shard with a real store on `target`; then the admin tampers with it."""
+    Store.open(target.backend(lease), writer="w", epoch=1).batch(ROWS)
+    admin, namespace = target.admin, target.namespace
     name = shard_name(lease, FEED)
     item = admin.read_namespaced_config_map(name, namespace)
     item.metadata.annotations = _annotated(item.metadata.annotations or {}, bad.annotations)

@@ -190,13 +190,7 @@ def test_bad_shard_on_the_api_server_fails_open_with_only_reads(
     target: KubeTarget, fault_proxy: Callable[[], FaultProxy], bad: BadShard
 ) -> None:
     lease = target.fresh_lease("bad")
-    plant_in_namespace(
-        target.admin,
-        target.namespace,
-        lease,
-        bad,
-        lambda: Store.open(target.backend(lease), writer="w", epoch=1).batch(ROWS),
-    )
+    plant_in_namespace(target, lease, bad)
     proxy = fault_proxy()
     with pytest.raises(bad.error, match=bad.match):
         Store.open(target.backend(lease, host=proxy.host), writer="w", epoch=2)
@@ -320,13 +314,7 @@ def test_set_aside_keeps_a_corrupt_shard_configmap_and_frees_its_name(
     bytes kept) and deleted under its resourceVersion; the store then opens without it."""
     lease = target.fresh_lease("aside")
     bad = next(b for b in bad_shards() if b.name == "not-gzip")
-    plant_in_namespace(
-        target.admin,
-        target.namespace,
-        lease,
-        bad,
-        lambda: Store.open(target.backend(lease), writer="w", epoch=1).batch(ROWS),
-    )
+    plant_in_namespace(target, lease, bad)
     with pytest.raises(CorruptShardError):
         Store.open(target.backend(lease), writer="w", epoch=2)
     name = shard_name(lease, FEED)

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 from rel_chunk_races import RaceViolation, Scope, explore, random_trials
 
-from checkpoint_runtime.backends.base import Backend, ShardWrite
+from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
@@ -73,19 +73,21 @@ def proof_before_read(
     for index, (slot, write) in sorted(writes.items()):
         known = manifest.slots.get(slot)
         try:
-            if known is None:
-                result = backend.create_shard(write, deadline)
-            else:
-                result = backend.update_shard(write, known.version, deadline)
+            result = _put(backend, write, known, deadline)
         except chunked.ConflictError:
             prove()
-            stored = backend.read_slot(shard, slot, deadline)
-            if stored is None:
-                result = backend.create_shard(write, deadline)
-            else:
-                result = backend.update_shard(write, stored.version, deadline)
+            result = _put(backend, write, backend.read_slot(shard, slot, deadline), deadline)
         written[index] = (slot, Slot(result.version, codec_v3.digest(write.blob), len(write.blob)))
     return written
+
+
+def _put(
+    backend: Backend, write: ShardWrite, known: Slot | StoredShard | None, deadline: Deadline
+) -> WriteResult:
+    """Create the slot's object if nothing is known of it, else update the known version."""
+    if known is None:
+        return backend.create_shard(write, deadline)
+    return backend.update_shard(write, known.version, deadline)
 
 
 def test_the_checker_catches_a_proof_made_before_the_read(

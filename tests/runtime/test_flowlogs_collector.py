@@ -63,6 +63,21 @@ def make(store: Store, sink: ListSink, server: FlowLogServer, clock: Clock) -> F
     )  # fmt: skip
 
 
+def started(
+    tmp_path: Path, server: FlowLogServer
+) -> tuple[Clock, ListSink, Store, FlowLogsCollector]:
+    """A clock at T0, a sink, a file store in `tmp_path`/cp and a collector over them."""
+    clock, sink, store = Clock(), ListSink(), open_store(tmp_path / "cp")
+    return clock, sink, store, make(store, sink, server, clock)
+
+
+def poll_a_failing_window(flow: FlowLogsCollector, server: FlowLogServer, clock: Clock) -> int:
+    """The server fails the window that ends at T0 + 10 s; what that poll emitted."""
+    server.failing = True
+    clock.now = T0 + timedelta(seconds=10)
+    return flow.poll()
+
+
 def test_polls_advance_the_time_cursor_without_repeating(
     tmp_path: Path, server: FlowLogServer
 ) -> None:
@@ -83,13 +98,10 @@ def test_polls_advance_the_time_cursor_without_repeating(
 def test_a_failed_window_is_replayed_after_recovery_and_its_row_removed(
     tmp_path: Path, server: FlowLogServer
 ) -> None:
-    clock, sink, store = Clock(), ListSink(), open_store(tmp_path / "cp")
-    flow = make(store, sink, server, clock)
+    clock, sink, store, flow = started(tmp_path, server)
     flow.poll()
     server.add(T0 + timedelta(seconds=4), 7)
-    server.failing = True
-    clock.now = T0 + timedelta(seconds=10)
-    assert flow.poll() == 0
+    assert poll_a_failing_window(flow, server, clock) == 0
     replay = store.items("tn1/flowlogs/replay/")
     assert [json.loads(v) for _, v in replay] == [
         {"from": rfc3339_ns(T0), "to": rfc3339_ns(T0 + timedelta(seconds=10))}
@@ -106,12 +118,9 @@ def test_a_failed_window_is_replayed_after_recovery_and_its_row_removed(
 def test_replay_windows_older_than_the_limit_are_given_up(
     tmp_path: Path, server: FlowLogServer
 ) -> None:
-    clock, sink, store = Clock(), ListSink(), open_store(tmp_path / "cp")
-    flow = make(store, sink, server, clock)
+    clock, _, store, flow = started(tmp_path, server)
     flow.poll()
-    server.failing = True
-    clock.now = T0 + timedelta(seconds=10)
-    flow.poll()
+    poll_a_failing_window(flow, server, clock)
     assert len(store.items("tn1/flowlogs/replay/")) == 1
     clock.now = T0 + timedelta(seconds=80)  # the failed window ended 70 s ago > 60 s
     flow.poll()

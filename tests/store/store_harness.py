@@ -6,15 +6,18 @@ The kubernetes harness talks to the real API server as the chart's ServiceAccoun
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
 from kubernetes import client
 
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend, write_legacy_file
 from checkpoint_runtime.constants import LEGACY_DATA_KEY
+from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.helm import Release
@@ -137,3 +140,19 @@ class KubeHarness:
 
     def close(self) -> None:
         self.target.close()
+
+
+OVERSIZE_ROWS = 60_000
+"""UUID-named seen rows that cannot fit one object (about 21 compressed bytes each as a row
+block: over 1 MiB), so a store allowed one chunk slot (maxChunks 1) must refuse them."""
+
+
+def refused_oversize(store: Store, rows: Mapping[str, str]) -> OversizeError:
+    """Set `rows` and flush: the flush must fail with exactly one OversizeError, returned."""
+    for key, value in rows.items():
+        store.set(key, value)
+    with pytest.raises(ExceptionGroup) as raised:
+        store.flush()
+    (error,) = raised.value.exceptions
+    assert isinstance(error, OversizeError)
+    return error

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from store_harness import LEGACY, KubeHarness, raw_shard
+from store_harness import LEGACY, OVERSIZE_ROWS, KubeHarness, raw_shard, refused_oversize
 
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime import cli
@@ -35,7 +35,6 @@ from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
     ConflictError,
-    OversizeError,
     UnconfiguredShardError,
 )
 from checkpoint_runtime.format.legacy import encode_legacy
@@ -113,7 +112,7 @@ def test_every_store_operation_works_with_the_pinned_role(
     kube: KubeHarness, shards: list[str], role: Any
 ) -> None:
     kube.write_legacy(LEGACY, encode_legacy({f"{FEED}/cursor": "from legacy"}))
-    # maxChunks 1: the 40,000-row state below cannot fit, whatever the chunk slots allow
+    # maxChunks 1: the OVERSIZE_ROWS state below cannot fit, whatever the chunk slots allow
     stores = RecordedStores(lambda: kube.backend(LEGACY), {"shards": shards, "max_chunks": 1})
 
     # get each shard (404), get legacy, create, update the legacy marker
@@ -129,14 +128,9 @@ def test_every_store_operation_works_with_the_pinned_role(
         first.flush()  # refused: the shard carries a newer epoch
     assert all(isinstance(e, ConflictError) for e in conflict.value.exceptions)
 
-    rows = FeedWorkload(FEED, 40_000, "uuid").rows
+    rows = FeedWorkload(FEED, OVERSIZE_ROWS, "uuid").rows
     before = raw_shard(kube, FEED)
-    for key, value in rows.items():
-        second.set(key, value)
-    with pytest.raises(ExceptionGroup) as oversize:
-        second.flush()
-    (error,) = oversize.value.exceptions
-    assert isinstance(error, OversizeError)
+    error = refused_oversize(second, rows)
     assert error.size > CONFIGMAP_VALUE_LIMIT
     assert raw_shard(kube, FEED) == before  # the stored shard is as it was
 

@@ -4,7 +4,14 @@ well under the limit, and a shard that does not fit fails visibly without losing
 from __future__ import annotations
 
 import pytest
-from store_harness import Harness, KubeHarness, open_store, raw_shard
+from store_harness import (
+    OVERSIZE_ROWS,
+    Harness,
+    KubeHarness,
+    open_store,
+    raw_shard,
+    refused_oversize,
+)
 
 from checkpoint_runtime.backends.base import ShardWrite
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
@@ -14,7 +21,6 @@ from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, Configuration, FeedWorkload
 
 OVERSIZE_SHARD = "tn/objectstore/huge"
-OVERSIZE_ROWS = 60_000  # UUID-named seen rows; ~21 compressed bytes each as a row block
 
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.name)
@@ -51,13 +57,7 @@ def test_oversize_shard_fails_visibly_keeps_every_key_and_the_stored_shard(
     store.batch({f"{OVERSIZE_SHARD}/cursor": "before"})
     before = raw_shard(harness, OVERSIZE_SHARD)
 
-    for key, value in oversize_rows.items():
-        store.set(key, value)
-    with pytest.raises(ExceptionGroup) as raised:
-        store.flush()
-
-    (error,) = raised.value.exceptions
-    assert isinstance(error, OversizeError)
+    error = refused_oversize(store, oversize_rows)
     assert (error.shard, error.limit, error.rows) == (
         OVERSIZE_SHARD,
         CONFIGMAP_VALUE_LIMIT,

@@ -8,6 +8,7 @@ caller sees a transport error instead, while the server has the write.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import urllib3
@@ -50,6 +51,29 @@ def new_version(current: client.V1ConfigMap) -> client.V1ConfigMap:
     return current
 
 
+PutFailure = tuple[client.V1ConfigMap, urllib3.exceptions.HTTPError]
+FailedPut = Callable[..., PutFailure]
+
+
+@pytest.fixture
+def failed_put(
+    control_plane: ControlPlane, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
+) -> FailedPut:
+    """Seed the ConfigMap, arm one fault on the proxy (`arm()`), and PUT a new version through
+    it without retries: the client must see a transport error. The seeded version and that error.
+    """
+
+    def put(arm: Callable[[], object], **request: Any) -> PutFailure:
+        current = seed(admin_core, namespace)
+        core = proxied_core(control_plane, proxy, retries=0)
+        arm()
+        with pytest.raises(urllib3.exceptions.HTTPError) as raised:
+            core.replace_namespaced_config_map("cm", namespace, new_version(current), **request)
+        return current, raised.value
+
+    return put
+
+
 def test_passthrough_serves_reads_and_writes(
     control_plane: ControlPlane, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
 ) -> None:
@@ -86,14 +110,9 @@ def test_default_retries_resend_a_committed_put_and_report_conflict(
 
 
 def test_without_retries_a_committed_put_surfaces_as_transport_error(
-    control_plane: ControlPlane, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
+    failed_put: FailedPut, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
 ) -> None:
-    current = seed(admin_core, namespace)
-    core = proxied_core(control_plane, proxy, retries=0)
-    proxy.drop_response_after_forward(count=1, method="PUT")
-
-    with pytest.raises(urllib3.exceptions.HTTPError):
-        core.replace_namespaced_config_map("cm", namespace, new_version(current))
+    current, _ = failed_put(lambda: proxy.drop_response_after_forward(count=1, method="PUT"))
 
     assert proxy.counters["drop_response_after_forward"] == 1
     assert proxy.counters.get("passthrough", 0) == 0  # nothing was re-sent
@@ -103,28 +122,18 @@ def test_without_retries_a_committed_put_surfaces_as_transport_error(
 
 
 def test_reset_after_forward_commits_while_the_client_sees_a_reset(
-    control_plane: ControlPlane, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
+    failed_put: FailedPut, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
 ) -> None:
-    current = seed(admin_core, namespace)
-    core = proxied_core(control_plane, proxy, retries=0)
-    proxy.reset_after_forward(count=1, method="PUT")
-
-    with pytest.raises(urllib3.exceptions.HTTPError):
-        core.replace_namespaced_config_map("cm", namespace, new_version(current))
+    failed_put(lambda: proxy.reset_after_forward(count=1, method="PUT"))
 
     assert proxy.events[-1].upstream_status == 200
     assert admin_core.read_namespaced_config_map("cm", namespace).data == {"v": "new"}
 
 
 def test_reset_before_forward_never_reaches_the_server(
-    control_plane: ControlPlane, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
+    failed_put: FailedPut, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
 ) -> None:
-    current = seed(admin_core, namespace)
-    core = proxied_core(control_plane, proxy, retries=0)
-    proxy.reset_before_forward(count=1, method="PUT")
-
-    with pytest.raises(urllib3.exceptions.HTTPError):
-        core.replace_namespaced_config_map("cm", namespace, new_version(current))
+    failed_put(lambda: proxy.reset_before_forward(count=1, method="PUT"))
 
     assert proxy.counters.get("forwarded", 0) == 0
     assert [(e.action, e.upstream_status) for e in proxy.events] == [
@@ -134,18 +143,13 @@ def test_reset_before_forward_never_reaches_the_server(
 
 
 def test_stall_past_the_deadline_times_out_after_the_commit(
-    control_plane: ControlPlane, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
+    failed_put: FailedPut, proxy: FaultProxy, admin_core: client.CoreV1Api, namespace: str
 ) -> None:
-    current = seed(admin_core, namespace)
-    core = proxied_core(control_plane, proxy, retries=0)
-    proxy.stall(seconds=2.0, count=1, method="PUT")
+    _, error = failed_put(
+        lambda: proxy.stall(seconds=2.0, count=1, method="PUT"), _request_timeout=0.5
+    )
 
-    with pytest.raises(urllib3.exceptions.HTTPError) as raised:
-        core.replace_namespaced_config_map(
-            "cm", namespace, new_version(current), _request_timeout=0.5
-        )
-
-    assert "timed out" in str(raised.value).lower()
+    assert "timed out" in str(error).lower()
     assert admin_core.read_namespaced_config_map("cm", namespace).data == {"v": "new"}
 
 

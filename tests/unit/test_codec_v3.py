@@ -25,6 +25,7 @@ from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shar
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.store import chunked, planner
 from checkpoint_runtime.store.budget import WriteBudget
+from checkpoint_testenv.support.v3rows import v3_rows
 
 SHARD = "tn/objectstore/feed"
 
@@ -76,22 +77,7 @@ def chunked_shard(rows: dict[str, str], partitions: int = 3) -> tuple[bytes, lis
 
 
 def decode(head_blob: bytes, chunk_blobs: list[bytes]) -> dict[str, str]:
-    head = codec_v3.decode_head(SHARD, head_blob)
-    budget, chars, chunks = head.budget, head.chars_budget, []
-    for index, blob in enumerate(chunk_blobs):
-        chunk = codec_v3.decode_chunk(
-            SHARD,
-            blob,
-            index,
-            head.manifest.partitions,
-            budget,
-            encoding=head.encoding,
-            chars_budget=chars,
-        )
-        budget -= chunk.raw_bytes
-        chars -= chunk.chars
-        chunks.append(chunk.rows)
-    return codec_v3.assemble(SHARD, head, chunks).rows
+    return v3_rows(SHARD, codec_v3.decode_head(SHARD, head_blob), chunk_blobs)
 
 
 def test_inline_head_round_trips_with_a_delta() -> None:

@@ -17,6 +17,7 @@ from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv import helm
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support import polling
@@ -77,6 +78,12 @@ def lease_holder(release: Release) -> str:
 def holder_pod(holder: str) -> str:
     """The pod name in a Lease holder identity (`<pod>_<random>`)."""
     return holder.rpartition("_")[0]
+
+
+def leader_pod(release: Release, timeout: float = 30) -> str:
+    """The pod that holds the release's Lease, once one does (within `timeout` seconds)."""
+    wait_for(lambda: lease_holder(release) != "", timeout, "a Lease holder")
+    return holder_pod(lease_holder(release))
 
 
 def shard_writers(release: Release) -> dict[str, str]:
@@ -192,6 +199,14 @@ class LogFollower:
                 parsed.append(value)
         return parsed
 
+    def objects(self, feed: str) -> list[str]:
+        """The object keys this container emitted from `feed` (an object's first line names it)."""
+        return [
+            str(entry["object"])
+            for entry in self.entries()
+            if entry.get("line") == 0 and "object" in entry and entry.get("feed") == feed
+        ]
+
     def flow_numbers(self) -> list[int]:
         """The `n` of every flowlogs record this container emitted (its stdout sink)."""
         return [
@@ -218,6 +233,21 @@ class ReleaseLogs:
 
     def flow_numbers(self, pod: str) -> list[int]:
         return self.followers[pod].flow_numbers() if pod in self.followers else []
+
+    def objects(self, pod: str, feed: str) -> list[str]:
+        """The object keys `pod` emitted from `feed`; none for a pod not followed (yet)."""
+        return self.followers[pod].objects(feed) if pod in self.followers else []
+
+
+def install_ready(
+    plane: ControlPlane, namespace: str, values: dict[str, Any], **options: Any
+) -> Release:
+    """`helm install --wait`; a failure is raised with `describe(plane, namespace)`, what a failed
+    install needs to explain itself."""
+    try:
+        return helm.install(plane, namespace, values, wait=True, **options)
+    except helm.HelmError as failure:
+        raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
 
 
 def describe(plane: ControlPlane, namespace: str, log_lines: int = 15) -> str:

@@ -1,4 +1,5 @@
-"""Storage a platform team would have on the node: a claim bound to a hostPath volume.
+"""Storage a platform team would have on the node: a claim bound to a hostPath volume, and an
+S3 bucket the chart reads with credentials from a Secret.
 
 The folder lives on the node's host (the test's own temporary folder) and belongs to the pods'
 UID, so a non-root pod can use it; the claim is what the chart is given (the restricted profile
@@ -14,8 +15,10 @@ from typing import Any
 from kubernetes import client
 
 from checkpoint_testenv.controlplane import ControlPlane
+from checkpoint_testenv.s3server import S3Server
 
 APP_UID = 10001  # the image's user (the chart's runAsUser)
+S3_SECRET = "s3-credentials"
 
 
 def host_claim(plane: ControlPlane, namespace: str, claim: str, folder: Path) -> str:
@@ -50,3 +53,33 @@ def host_claim(plane: ControlPlane, namespace: str, claim: str, folder: Path) ->
         core.create_persistent_volume(persistent_volume)  # plain dicts are sent as they are
         core.create_namespaced_persistent_volume_claim(namespace, claim_body)
     return volume
+
+
+def s3_secret(plane: ControlPlane, namespace: str, server: S3Server) -> None:
+    """The Secret `S3_SECRET` holding `server`'s credentials (the values' envFrom names it)."""
+    with plane.admin_api() as api:
+        client.CoreV1Api(api).create_namespaced_secret(
+            namespace,
+            client.V1Secret(metadata=client.V1ObjectMeta(name=S3_SECRET), string_data=server.env()),
+        )
+
+
+def s3_values(server: S3Server, bucket: str, feed: str, **collector: Any) -> dict[str, Any]:
+    """Chart values: one objectstore collector on `s3://<bucket>/feed` of `server` polling every
+    0.5 s (plus `collector`'s fields), its credentials from the Secret `S3_SECRET`."""
+    return {
+        "envFrom": [{"secretRef": {"name": S3_SECRET}}],
+        "checkpoint": {
+            "collectors": [
+                {
+                    "kind": "objectstore",
+                    "tailnet": "tn1",
+                    "feed": feed,
+                    "url": f"s3://{bucket}/feed",
+                    "endpointUrl": server.endpoint,
+                    "pollSeconds": 0.5,
+                    **collector,
+                }
+            ]
+        },
+    }

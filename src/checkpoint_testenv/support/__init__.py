@@ -5,6 +5,7 @@
   what is really stored;
 - `runtime_process`: `checkpoint-runtime run` as a real subprocess, observed through its HTTP
   port and its record sink;
+- `v3rows`: a v3 shard's rows from its head and chunk blobs, the tests' own reader;
 - `polling`: waiting for a condition, or for state to settle, with a bound;
 - `clocks`: clocks a test moves by hand;
 - `timing`: the benchmarks' timing of one call, percentiles and interleaved (rotated) order.

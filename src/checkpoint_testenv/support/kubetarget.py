@@ -13,6 +13,7 @@ import copy
 import datetime as dt
 import itertools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import CorruptShardError
 from checkpoint_runtime.format import codec, codec_v3
 from checkpoint_runtime.format.naming import chunk_slot_name, label_selector, shard_name
+from checkpoint_testenv.support.v3rows import v3_rows
 
 if TYPE_CHECKING:
     from checkpoint_testenv.helm import Release
@@ -134,25 +136,16 @@ class KubeTarget:
         if not codec_v3.is_v3(shard, blob):
             return codec.decode_shard(shard, blob)
         head = codec_v3.decode_head(shard, blob)
-        chunks, budget, chars = [], head.budget, head.chars_budget
-        for index in range(head.manifest.partitions):
-            slot = head.manifest.active_slot(index)
-            raw = self.raw(chunk_slot_name(shard_name(lease, shard), slot[0], int(slot[1:])))
-            if raw is None or codec_v3.digest(raw.blob) != head.manifest.slots[slot].digest:
-                raise CorruptShardError(shard, f"checker: active chunk {slot} != manifest")
-            chunk = codec_v3.decode_chunk(
-                shard,
-                raw.blob,
-                index,
-                head.manifest.partitions,
-                budget,
-                encoding=head.encoding,
-                chars_budget=chars,
-            )
-            budget -= chunk.raw_bytes
-            chars -= chunk.chars
-            chunks.append(chunk.rows)
-        return codec_v3.assemble(shard, head, chunks).rows
+
+        def checked_chunks() -> Iterator[bytes]:
+            for index in range(head.manifest.partitions):
+                slot = head.manifest.active_slot(index)
+                raw = self.raw(chunk_slot_name(shard_name(lease, shard), slot[0], int(slot[1:])))
+                if raw is None or codec_v3.digest(raw.blob) != head.manifest.slots[slot].digest:
+                    raise CorruptShardError(shard, f"checker: active chunk {slot} != manifest")
+                yield raw.blob
+
+        return v3_rows(shard, head, checked_chunks())
 
     def raw(self, name: str) -> RawObject | None:
         """ConfigMap `name` as stored, undecoded; None if there is none."""

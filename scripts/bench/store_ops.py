@@ -27,7 +27,7 @@ from kubernetes import client
 from bench.report import Report, Table, Target, emit, parser, verdict
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.backends.kubernetes import LIST_PAGE, KubernetesBackend
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.format.keys import collector_namespace
 from checkpoint_runtime.format.naming import chunk_label_selector
@@ -331,7 +331,8 @@ def open_table(measured: StoreOpsMeasured) -> Table:
             "uuid workload, both formats opened by this tree's store; v3 = what the store "
             "writes, v2 = the same rows with every head rewritten as gzip-shards-v2 (the "
             "downgrade path) and the chunk slots deleted, as the previous release stored them. "
-            "kube-apiserver = real server on loopback, paged LIST (50 per page). Every "
+            f"kube-apiserver = real server on loopback, paged LIST ({LIST_PAGE} per page; v3 "
+            "lists the heads, then the chunk slots). Every "
             "repetition opens each of them once, the order rotating; v3 / v2 = the median over "
             "repetitions of the two opens' ratio on the same backend.",
         ],
@@ -344,9 +345,10 @@ def tables(measured: StoreOpsMeasured) -> list[Table]:
 
 
 OPEN_WHY = (
-    ". Beyond v2's work (list the heads, inflate and decode the same rows), a v3 open reads "
-    "each active chunk slot by name, one after another (on the API server a GET each), and "
-    "checks that every row of a chunk hashes to that chunk (a crc32 per row)"
+    ". Beyond v2's work (list the heads, inflate and decode the same rows), a v3 open lists "
+    "the chunk slots (file: reads each by name), checks each active one's digest against its "
+    "head's manifest, and checks that every row of a chunk hashes to that chunk (a crc32 per "
+    "row, when a shard has more than one chunk)"
 )
 
 

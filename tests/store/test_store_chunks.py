@@ -15,14 +15,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from store_harness import Harness, open_store, raw_shard
 
-from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
+from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
     ANNOTATION_FORMAT,
@@ -47,6 +47,7 @@ from checkpoint_runtime.format.gzipmembers import gunzip_members
 from checkpoint_runtime.format.naming import chunk_slot_name, shard_labels, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.store import opening
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2
 from checkpoint_testenv.support.kubetarget import RawObject
@@ -95,6 +96,7 @@ class Hooked:
         self.lease_name = inner.lease_name
         self.hooks: dict[tuple[str, str | None], list[Hook]] = {}
         self.writes: list[tuple[str, str | None]] = []
+        self.reads: list[tuple[str, str | None]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -121,7 +123,15 @@ class Hooked:
 
     def read_slot(self, shard: str, slot: str, deadline: Deadline) -> Any:
         self._hook(("read", slot), None, None)
+        self.reads.append(("read", slot))
         return self.inner.read_slot(shard, slot, deadline)
+
+    def prefetch_slots(self, wanted: Mapping[tuple[str, str], str], deadline: Deadline) -> Any:
+        """A list reads every wanted slot: their read hooks run before it."""
+        for _, slot in sorted(wanted):
+            self._hook(("read", slot), None, None)
+        self.reads.append(("list", None))
+        return self.inner.prefetch_slots(wanted, deadline)
 
 
 def noop(write: ShardWrite | None, version: str | None) -> None:
@@ -312,6 +322,61 @@ def test_a_reader_meeting_a_compaction_reads_again(harness: Harness) -> None:
     backend.on("read", f"a{index}", two_compactions)
     reader = Store.open(backend, writer="reader")  # type: ignore[arg-type]
     assert dict(reader.items(FEED + "/")) == {**rows, key: "second"}
+
+
+def test_an_open_by_label_lists_the_chunk_slots_instead_of_reading_each(harness: Harness) -> None:
+    open_store(harness).batch(big_rows())
+    partitions = head_document(harness)["partitions"]
+    assert partitions > 1
+    backend = Hooked(harness.backend())
+    reader = Store.open(backend, writer="reader")  # type: ignore[arg-type]
+    assert len(reader.items(FEED + "/")) == len(big_rows())
+    by_name = [("read", f"a{index}") for index in range(partitions)]
+    # The API server answers one paged list; a file is read by name (as cheap as listing).
+    assert backend.reads == [("list", None)] + ([] if harness.kind == "kubernetes" else by_name)
+
+
+def test_the_slot_list_keeps_only_active_slots_at_the_manifests_version(harness: Harness) -> None:
+    store = open_store(harness, compaction_ratio=0)
+    rows = big_rows()
+    store.batch(rows)
+    store.batch({next(iter(rows)): "changed"})  # one index now has both generations written
+    slots = head_document(harness)["slots"]
+    active = {(FEED, f"a{index}"): slots[f"a{index}"][0] for index in range(2)}
+    stale = {(FEED, "a0"): "1", (FEED, "a1"): active[(FEED, "a1")]}
+    backend, deadline = harness.backend(), Deadline(30)
+    listed = backend.prefetch_slots(active, deadline)
+    assert set(listed) <= set(active)
+    assert set(backend.prefetch_slots(stale, deadline)) <= {(FEED, "a1")}
+    if harness.kind == "kubernetes":
+        assert set(listed) == set(active)
+        assert {key: item.version for key, item in listed.items()} == active
+
+
+def test_a_listed_slot_at_another_version_than_the_manifests_is_read_by_name(
+    harness: Harness,
+) -> None:
+    rows = big_rows()
+    open_store(harness).batch(rows)
+    inner = harness.backend()
+    deadline = Deadline(30)
+    forged = codec_v3.encode_chunk(FEED, {}, 0, head_document(harness)["partitions"])
+    stale = StoredShard(FEED, "stale", forged.blob, {}, "stale-version", "a0")
+
+    class Stale(Hooked):
+        def prefetch_slots(self, wanted: Mapping[tuple[str, str], str], deadline: Deadline) -> Any:
+            self.reads.append(("list", None))
+            return dict.fromkeys(wanted, stale)
+
+    backend = Stale(inner)
+    stored = inner.read_shard(FEED, deadline)
+    assert stored is not None
+    heads = opening.heads([stored])
+    source = opening.slots(backend, heads, None, deadline)  # type: ignore[arg-type]
+    state = opening.decode(source, stored, deadline, heads[FEED])
+    assert state is not None
+    assert state.rows == rows
+    assert ("read", "a0") in backend.reads
 
 
 def test_a_chunk_differing_from_an_unchanged_heads_manifest_is_corrupt(

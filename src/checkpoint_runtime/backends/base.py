@@ -92,6 +92,13 @@ class Backend(Protocol):
     def list_slots(self, deadline: Deadline) -> list[StoredShard]:
         """Every chunk slot of this store (for `inspect`: slots a shrunk shard left)."""
 
+    def prefetch_slots(
+        self, wanted: Mapping[tuple[str, str], str], deadline: Deadline
+    ) -> dict[tuple[str, str], StoredShard]:
+        """Chunk slots among `wanted` ((shard, slot) -> the version a head's manifest records),
+        fetched the backend's cheapest way, each checked like a shard; only those stored at that
+        version, and maybe none: the caller reads the others by name. It may list."""
+
     def read_legacy(self, deadline: Deadline) -> LegacyState | None: ...
 
     def mark_legacy(self, legacy: LegacyState, digest: str, deadline: Deadline) -> None: ...

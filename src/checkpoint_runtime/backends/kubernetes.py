@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate, is_etcd_space_e
 from checkpoint_runtime.constants import (
     ANNOTATION_LEASE,
     ANNOTATION_ROWS,
+    ANNOTATION_SHARD_KEY,
     ANNOTATION_SLOT,
     ANNOTATION_WRITE_ID,
     COMPONENT_SHARD,
@@ -211,6 +212,24 @@ class KubernetesBackend:
 
     def list_slots(self, deadline: Deadline) -> list[StoredShard]:
         return self._list(chunk_label_selector(self.lease_name), deadline, chunks=True)
+
+    def prefetch_slots(
+        self, wanted: Mapping[tuple[str, str], str], deadline: Deadline
+    ) -> dict[tuple[str, str], StoredShard]:
+        """One paged list of the chunk slots (a GET per slot costs a round trip each). A slot
+        not wanted at exactly its listed version (an inactive generation, a compaction since)
+        is dropped with its page. A kept slot is the very object written at the version the
+        manifest records (a resourceVersion names one write), checked as a read by name is."""
+        found: dict[tuple[str, str], StoredShard] = {}
+        selector = chunk_label_selector(self.lease_name)
+        for item in self._pages(selector, deadline, "listing chunk slots"):
+            meta = item.metadata
+            annotations = meta.annotations or {}
+            key = (annotations.get(ANNOTATION_SHARD_KEY, ""), annotations.get(ANNOTATION_SLOT, ""))
+            if wanted.get(key) != meta.resource_version:
+                continue
+            found[key] = self._stored(item, key[0], key[1])
+        return found
 
     def read_slot(self, shard: str, slot: str, deadline: Deadline) -> StoredShard | None:
         return self._read_object(shard, slot, deadline)

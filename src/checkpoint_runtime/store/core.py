@@ -142,8 +142,11 @@ class Store:
     def load(self, deadline: Deadline) -> None:
         """Replace memory with the stored shards; raises before changing anything."""
         loaded: dict[str, ShardState] = {}
-        for stored in opening.discover(self.backend, self.configured, deadline):
-            state = opening.decode(self.backend, stored, deadline)
+        found = opening.discover(self.backend, self.configured, deadline)
+        heads = opening.heads(found)
+        slots = opening.slots(self.backend, heads, self.configured, deadline)
+        for stored in found:
+            state = opening.decode(slots, stored, deadline, heads.pop(stored.shard, None))
             if state is not None:
                 loaded[state.key] = state
         with self._lock:

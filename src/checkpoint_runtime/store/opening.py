@@ -5,6 +5,11 @@ A v3 reader checks every active chunk against the head's manifest (its content d
 mismatch, or an active slot that is missing, is corruption only if the head's resourceVersion is
 unchanged across the read; otherwise a compaction committed meanwhile, and the shard is read
 again, with backoff, inside the deadline. Nothing here writes.
+
+Where the chunks come from (`Slots`): with discovery by label, one paged list of the store's
+chunk slots taken after the heads (the backend keeps only the slots a head names active, at the
+version its manifest records); otherwise, and for any slot the list did not give, a read by
+name. Either way the chunk passes the same digest check before it is decoded.
 """
 
 from __future__ import annotations
@@ -42,6 +47,54 @@ def discover(
         return backend.list_shards(deadline)
     found = (backend.read_shard(key, deadline) for key in sorted(configured))
     return [stored for stored in found if stored is not None]
+
+
+class Slots:
+    """The chunk slots a reader decodes: taken from a list made up front when there is one,
+    else read by name. A listed slot is handed out once and only at the version the manifest
+    records; anything else (a slot the list lacked, a compaction since, a reread) is read by
+    name. The caller verifies what it gets either way."""
+
+    def __init__(
+        self, backend: Backend, listed: dict[tuple[str, str], StoredShard] | None = None
+    ) -> None:
+        self.backend = backend
+        self.listed = listed or {}
+
+    def read(
+        self, shard: str, slot: str, record: codec_v3.Slot, deadline: Deadline
+    ) -> StoredShard | None:
+        listed = self.listed.pop((shard, slot), None)
+        if listed is not None and listed.version == record.version:
+            return listed
+        return self.backend.read_slot(shard, slot, deadline)
+
+
+def heads(stored: list[StoredShard]) -> dict[str, codec_v3.DecodedHead]:
+    """The decoded heads of the v3 shards among `stored` (fails closed as decode does)."""
+    return {
+        item.shard: codec_v3.decode_head(item.shard, item.blob)
+        for item in stored
+        if codec_v3.is_v3(item.shard, item.blob)
+    }
+
+
+def slots(
+    backend: Backend,
+    decoded: Mapping[str, codec_v3.DecodedHead],
+    configured: Collection[str] | None,
+    deadline: Deadline,
+) -> Slots:
+    """Where the chunks of `decoded` heads come from: one list of the active slots with
+    discovery by label; by name with discovery by name (its Role grants no list)."""
+    if configured is not None:
+        return Slots(backend)
+    wanted = {
+        (shard, slot): head.manifest.slots[slot].version
+        for shard, head in decoded.items()
+        for slot in head.manifest.active_slots()
+    }
+    return Slots(backend, backend.prefetch_slots(wanted, deadline) if wanted else None)
 
 
 class _Moved(Exception):
@@ -83,7 +136,7 @@ def _state(stored: StoredShard, decoded: codec.DecodedShard) -> ShardState:
 
 
 def _read_chunks(
-    backend: Backend, stored: StoredShard, head: codec_v3.DecodedHead, deadline: Deadline
+    source: Slots, stored: StoredShard, head: codec_v3.DecodedHead, deadline: Deadline
 ) -> tuple[list[dict[str, str]], list[int], int]:
     """Every active chunk, verified against the manifest: rows, raw bytes of each, compressed
     bytes."""
@@ -93,15 +146,15 @@ def _read_chunks(
     chunk_raw: list[int] = []
     for index in range(manifest.partitions):
         slot = manifest.active_slot(index)
-        chunk = backend.read_slot(shard, slot, deadline)
         record = manifest.slots[slot]
+        chunk = source.read(shard, slot, record, deadline)
         problem = None
         if chunk is None:
             problem = f"active chunk slot {slot} does not exist"
         elif codec_v3.digest(chunk.blob) != record.digest:
             problem = f"active chunk slot {slot} differs from the manifest (digest)"
         if problem is not None:
-            again = backend.read_shard(shard, deadline)
+            again = source.backend.read_shard(shard, deadline)
             if again is not None and again.version == stored.version:
                 raise CorruptShardError(shard, f"{problem}, and the head is unchanged")
             raise _Moved(again)
@@ -123,23 +176,31 @@ def _read_chunks(
     return chunks, chunk_raw, stored_bytes
 
 
-def decode(backend: Backend, stored: StoredShard, deadline: Deadline) -> ShardState | None:
-    """A shard's state from its stored head (and chunks); None if it disappeared meanwhile.
-    Fails closed (CorruptShardError and its kin); never writes."""
+def decode(
+    backend: Backend | Slots,
+    stored: StoredShard,
+    deadline: Deadline,
+    head: codec_v3.DecodedHead | None = None,
+) -> ShardState | None:
+    """A shard's state from its stored head (`head`: already decoded from `stored`) and its
+    chunks; None if it disappeared meanwhile. Fails closed (CorruptShardError and its kin);
+    never writes."""
+    source = backend if isinstance(backend, Slots) else Slots(backend)
     backoff = Backoff()
     for _ in range(CHUNK_REREAD_ATTEMPTS):
         if not codec_v3.is_v3(stored.shard, stored.blob):
             decoded = codec.decode_stored(stored.shard, stored.blob)
             _check_annotations(stored, decoded.format)
             return _state(stored, decoded)
-        head = codec_v3.decode_head(stored.shard, stored.blob)
+        if head is None:
+            head = codec_v3.decode_head(stored.shard, stored.blob)
         _check_annotations(stored, SHARD_FORMAT)
         try:
-            chunks, chunk_raw, chunk_bytes = _read_chunks(backend, stored, head, deadline)
+            chunks, chunk_raw, chunk_bytes = _read_chunks(source, stored, head, deadline)
         except _Moved as moved:
             if moved.stored is None:
                 return None
-            stored = moved.stored
+            stored, head = moved.stored, None
             if not backoff.pause(deadline, None):
                 break
             continue

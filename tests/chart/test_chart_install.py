@@ -34,8 +34,9 @@ def installable(values: dict[str, Any], coordination_namespace: str) -> dict[str
     adapted = copy.deepcopy(values)
     for key, override in WITHOUT_CRD_KINDS.items():
         adapted.setdefault(key, {}).update(override)
-    if adapted.get("checkpoint", {}).get("namespace"):
-        adapted["checkpoint"]["namespace"] = coordination_namespace
+    store = adapted.get("checkpoint", {}).get("store", {})
+    if store.get("namespace"):
+        store["namespace"] = coordination_namespace
     return adapted
 
 
@@ -78,7 +79,7 @@ def test_api_server_accepts_every_object_of_the_matrix(
     pod_security = stored.spec.template.spec.security_context
     assert pod_security is not None
     assert pod_security.run_as_non_root is True
-    if values.get("checkpoint", {}).get("namespace"):
+    if values.get("checkpoint", {}).get("store", {}).get("namespace"):
         assert [(role.metadata or client.V1ObjectMeta()).name for role in roles] == [
             "cr-checkpoint-runtime"
         ]

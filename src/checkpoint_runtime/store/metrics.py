@@ -92,7 +92,8 @@ class StoreMetrics:
         )
         self.write_budget = Gauge(
             "checkpoint_store_write_budget_bytes_per_second",
-            "Configured write budget (bytes of ConfigMap values per second; 0: none)",
+            "Configured write budget (bytes of ConfigMap writes per second: values, "
+            "annotations and a fixed allowance per object; 0: none)",
             registry=r,
         )
 

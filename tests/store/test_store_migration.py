@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_harness import LEGACY, FileHarness, Harness, KubeHarness, RawObject, open_store
+from store_harness import (
+    LEGACY,
+    OVERSIZE_ROWS,
+    FileHarness,
+    Harness,
+    KubeHarness,
+    RawObject,
+    open_store,
+)
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
@@ -244,7 +252,7 @@ def test_legacy_state_with_a_shard_that_cannot_fit_fails_open_before_any_write(
     from checkpoint_runtime.format.reference_rows import FeedWorkload
 
     harness = FileHarness(tmp_path / "checkpoints")
-    huge = FeedWorkload("tailnet-1/objectstore/huge", 40_000, "uuid").rows
+    huge = FeedWorkload("tailnet-1/objectstore/huge", OVERSIZE_ROWS, "uuid").rows
     harness.write_legacy(LEGACY, encode_legacy({**ROWS, **huge}))
 
     with pytest.raises(ExceptionGroup) as raised:  # one chunk slot: it cannot fit

@@ -9,7 +9,6 @@ exactly once and is marked seen in the stored shards (read back with the product
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections import Counter
@@ -30,7 +29,7 @@ from checkpoint_testenv.node.observe import (
     stored_chunks,
     wait_for,
 )
-from checkpoint_testenv.node.storage import s3_secret, s3_values
+from checkpoint_testenv.node.storage import put_feed_objects, s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
@@ -59,9 +58,7 @@ def _random_name() -> str:
 def upload(server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     """`count` objects with long random names (their seen rows compress badly: a big base)."""
     names = [f"{batch}/{_random_name()}.json" for _ in range(count)]
-    server.put_many(
-        bucket, [(f"feed/{name}", (json.dumps({"object": name}) + "\n").encode()) for name in names]
-    )
+    put_feed_objects(server, bucket, names)
     return sorted(names)
 
 

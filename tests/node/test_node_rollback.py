@@ -47,7 +47,7 @@ from checkpoint_testenv.node.observe import (
     stored_heads,
     wait_for,
 )
-from checkpoint_testenv.node.storage import s3_secret, s3_values
+from checkpoint_testenv.node.storage import put_feed_objects, s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
@@ -92,9 +92,7 @@ def scene(
 def upload(scene: Scene, server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     """`count` objects with long random names (seen rows that compress badly)."""
     names = [f"{batch}/{uuid.uuid4().hex * 2}{uuid.uuid4().hex}.json" for _ in range(count)]
-    server.put_many(
-        bucket, [(f"feed/{name}", (json.dumps({"object": name}) + "\n").encode()) for name in names]
-    )
+    put_feed_objects(server, bucket, names)
     scene.uploaded += names
     return names
 

@@ -6,7 +6,6 @@ emitted twice."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from checkpoint_testenv.node.observe import (
     restricted_namespace,
     wait_for,
 )
-from checkpoint_testenv.node.storage import s3_secret, s3_values
+from checkpoint_testenv.node.storage import put_feed_objects, s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
@@ -48,9 +47,7 @@ def release(node_cluster: NodeCluster, node_s3: S3Server, bucket: str) -> Iterat
 
 def upload(server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     names = [f"2026/12/{batch}/obj-{index:04d}.json" for index in range(count)]
-    server.put_many(
-        bucket, [(f"feed/{name}", (json.dumps({"object": name}) + "\n").encode()) for name in names]
-    )
+    put_feed_objects(server, bucket, names)
     return names
 
 

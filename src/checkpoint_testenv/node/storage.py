@@ -8,6 +8,7 @@ allows claims, not hostPath).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,10 @@ def s3_values(server: S3Server, bucket: str, feed: str, **collector: Any) -> dic
             ]
         },
     }
+
+
+def put_feed_objects(server: S3Server, bucket: str, names: list[str], prefix: str = "feed") -> None:
+    """Upload one object per name under `prefix/`, each a JSON line naming itself: what the
+    node tests' object-store collectors read and emit."""
+    body = [(f"{prefix}/{name}", (json.dumps({"object": name}) + "\n").encode()) for name in names]
+    server.put_many(bucket, body)

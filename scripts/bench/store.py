@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from bench.report import Report, Table, emit, parser
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT, OLD_DESIGN_FIGURES
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.keys import shard_key
 from checkpoint_runtime.format.legacy import encode_legacy
+from checkpoint_runtime.format.naming import shard_key
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, SHAPES, Configuration
 from checkpoint_testenv.baseline import baseline_encode
 

@@ -34,9 +34,8 @@ from checkpoint_runtime.errors import (
     LegacyFormatError,
 )
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.keys import shard_key
 from checkpoint_runtime.format.legacy import decode_legacy
-from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.format.naming import shard_key, shard_name
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy

@@ -38,8 +38,12 @@ from checkpoint_runtime.constants import (
     MAX_CHUNKS_LIMIT,
     MAX_DNS_SUBDOMAIN,
 )
-from checkpoint_runtime.format.keys import COLLECTOR_KINDS
-from checkpoint_runtime.format.naming import READABLE_MAX, chunk_slot_name, shard_name
+from checkpoint_runtime.format.naming import (
+    COLLECTOR_KINDS,
+    READABLE_MAX,
+    chunk_slot_name,
+    shard_name,
+)
 from checkpoint_runtime.runtime import settings as runtime_settings
 
 PROBE = """\

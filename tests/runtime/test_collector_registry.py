@@ -21,7 +21,7 @@ from checkpoint_runtime.collectors.kind import CollectorKindSpec, CollectorSetti
 from checkpoint_runtime.collectors.sink import Sink
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.errors import ConfigError, ExitCode, KeyGrammarError
-from checkpoint_runtime.format import keys
+from checkpoint_runtime.format import naming
 from checkpoint_runtime.runtime import projection, settings
 from checkpoint_runtime.runtime.lifecycle import Runtime
 from checkpoint_runtime.store.core import Store
@@ -83,7 +83,7 @@ def _toy_build(store: CheckpointMap, sink: Sink, toy: ToySettings) -> Collector:
 
 TOY = CollectorKindSpec(
     name="toy",
-    shape=keys.CollectorKind(name_segments=1, row_kinds={"tick": True, "last": False}),
+    shape=naming.CollectorKind(name_segments=1, row_kinds={"tick": True, "last": False}),
     instance_fields=("name",),
     settings=_toy_settings,
     estimate=_toy_estimate,
@@ -116,7 +116,7 @@ def toy(name: str = "alpha", **more: Any) -> dict[str, Any]:
 def toy_kinds() -> Iterator[registry.KindTable]:
     """The shipped kinds and the toy, with the key grammar spelling the toy's rows."""
     BUILT.clear()
-    with keys.extended(TOY.name, TOY.shape):
+    with naming.extended(TOY.name, TOY.shape):
         yield registry.BUILTIN.with_kind(TOY)
 
 
@@ -199,12 +199,12 @@ def _wait_until(done: Callable[[], bool], timeout: float = 20.0) -> bool:
 
 
 def test_a_table_without_the_kind_knows_nothing_of_it(tmp_path: Path) -> None:
-    with keys.extended(TOY.name, TOY.shape):
-        assert keys.shard_key("corp/toy/alpha/last") == "corp/toy/alpha"
+    with naming.extended(TOY.name, TOY.shape):
+        assert naming.shard_key("corp/toy/alpha/last") == "corp/toy/alpha"
         assert "toy" in registry.BUILTIN.with_kind(TOY).kinds()
     assert "toy" not in registry.BUILTIN.kinds()  # adding made a new table
     with pytest.raises(KeyGrammarError):
-        keys.shard_key("corp/toy/alpha/last")
+        naming.shard_key("corp/toy/alpha/last")
     with pytest.raises(ConfigError) as refused:
         settings.parse(toy_config(tmp_path, toy()))
     assert refused.value.path.startswith("collectors[0]")
@@ -217,7 +217,7 @@ def test_a_kind_name_is_registered_once() -> None:
     with pytest.raises(ConfigError, match="another key shape"):
         registry.BUILTIN.with_kind(replace(TOY, name="objectstore"))
     with pytest.raises(KeyGrammarError, match="already a collector kind"):
-        keys.register_kind("objectstore", TOY.shape)
+        naming.register_kind("objectstore", TOY.shape)
     assert list(registry.BUILTIN.kinds()) == ["objectstore", "flowlogs"]
     assert list(toys.kinds()) == ["objectstore", "flowlogs", "toy"]
 
@@ -228,4 +228,4 @@ def test_the_shipped_kinds_are_the_shipped_schemas_alternatives() -> None:
     shipped = json.loads(settings.schema_path().read_text())
     alternatives = shipped["properties"]["collectors"]["items"]["oneOf"]
     assert alternatives == [{"$ref": f"#/$defs/{name}"} for name in registry.BUILTIN.kinds()]
-    assert set(registry.BUILTIN.kinds()) == set(keys.COLLECTOR_KINDS)
+    assert set(registry.BUILTIN.kinds()) == set(naming.COLLECTOR_KINDS)

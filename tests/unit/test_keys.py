@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoint_runtime.errors import KeyGrammarError
-from checkpoint_runtime.format.keys import (
+from checkpoint_runtime.format.naming import (
     COLLECTOR_KINDS,
     collector_namespace,
     parse_key,

@@ -15,9 +15,14 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError, KeyGrammarError
-from checkpoint_runtime.format.keys import validate_shard_key
 from checkpoint_runtime.format.legacy import LegacyState
-from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shard_labels, shard_name
+from checkpoint_runtime.format.naming import (
+    chunk_labels,
+    object_name,
+    shard_labels,
+    shard_name,
+    validate_shard_key,
+)
 
 
 @dataclass(frozen=True)
@@ -102,16 +107,6 @@ class Backend(Protocol):
     def read_legacy(self, deadline: Deadline) -> LegacyState | None: ...
 
     def mark_legacy(self, legacy: LegacyState, digest: str, deadline: Deadline) -> None: ...
-
-
-def object_name(lease_name: str, shard: str, slot: str | None) -> str:
-    """The object name of a shard's head (slot None) or of one of its chunk slots."""
-    head = shard_name(lease_name, shard)
-    return head if slot is None else chunk_slot_name(head, slot[0], int(slot[1:]))
-
-
-def object_labels(lease_name: str, slot: str | None) -> dict[str, str]:
-    return shard_labels(lease_name) if slot is None else chunk_labels(lease_name)
 
 
 def check_owned_slot(

@@ -37,7 +37,13 @@ from checkpoint_runtime.errors import (
     UnreadableShardError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import chunk_labels, shard_labels, shard_name
+from checkpoint_runtime.format.naming import (
+    chunk_labels,
+    object_labels,
+    object_name,
+    shard_labels,
+    shard_name,
+)
 
 from .base import (
     ShardWrite,
@@ -45,8 +51,6 @@ from .base import (
     WriteResult,
     check_owned,
     check_owned_slot,
-    object_labels,
-    object_name,
 )
 
 SHARD_SUFFIX = ".shard"

@@ -55,7 +55,12 @@ from checkpoint_runtime.errors import (
     WriteUncertainError,
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
-from checkpoint_runtime.format.naming import chunk_label_selector, label_selector
+from checkpoint_runtime.format.naming import (
+    chunk_label_selector,
+    label_selector,
+    object_labels,
+    object_name,
+)
 from checkpoint_runtime.retry import Backoff
 
 from .base import (
@@ -64,8 +69,6 @@ from .base import (
     WriteResult,
     check_owned,
     check_owned_slot,
-    object_labels,
-    object_name,
 )
 
 T = TypeVar("T")

@@ -43,7 +43,7 @@ from checkpoint_runtime.constants import (
     PROJECTION_SHAPE,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import codec, codec_v3, keys
+from checkpoint_runtime.format import codec, codec_v3, naming
 from checkpoint_runtime.format.reference_rows import FeedWorkload, flowlogs_rows
 
 # ---- objectstore: one feed, `[<tailnet>/]objectstore/<feed>` -----------------------------------
@@ -161,8 +161,8 @@ def _objectstore(store: CheckpointMap, sink: Sink, settings: ObjectStoreSettings
 
 
 OBJECTSTORE = CollectorKindSpec(
-    name=keys.OBJECTSTORE,
-    shape=keys.COLLECTOR_KINDS[keys.OBJECTSTORE],
+    name=naming.OBJECTSTORE,
+    shape=naming.COLLECTOR_KINDS[naming.OBJECTSTORE],
     instance_fields=("feed",),
     settings=_objectstore_settings,
     estimate=_objectstore_estimate,
@@ -227,8 +227,8 @@ def _flowlogs(store: CheckpointMap, sink: Sink, settings: FlowLogsSettings) -> C
 
 
 FLOWLOGS = CollectorKindSpec(
-    name=keys.FLOWLOGS,
-    shape=keys.COLLECTOR_KINDS[keys.FLOWLOGS],
+    name=naming.FLOWLOGS,
+    shape=naming.COLLECTOR_KINDS[naming.FLOWLOGS],
     instance_fields=(),
     settings=_flowlogs_settings,
     estimate=_flowlogs_estimate,

@@ -35,7 +35,7 @@ from checkpoint_runtime.constants import (
     FLOWLOGS_REQUEST_TIMEOUT_SECONDS,
 )
 from checkpoint_runtime.errors import quote
-from checkpoint_runtime.format.keys import (
+from checkpoint_runtime.format.naming import (
     CURSOR,
     FLOWLOGS,
     QUARANTINE,

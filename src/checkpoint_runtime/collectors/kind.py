@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from checkpoint_runtime.collectors import CheckpointMap, Collector
 from checkpoint_runtime.collectors.sink import Sink
-from checkpoint_runtime.format.keys import CollectorKind
+from checkpoint_runtime.format.naming import CollectorKind
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,14 @@ from checkpoint_runtime.constants import (
     S3_READ_TIMEOUT_SECONDS,
 )
 from checkpoint_runtime.errors import ConfigError, MissingExtraError
-from checkpoint_runtime.format.keys import CURSOR, GAP, OBJECTSTORE, SCAN, SEEN, collector_namespace
+from checkpoint_runtime.format.naming import (
+    CURSOR,
+    GAP,
+    OBJECTSTORE,
+    SCAN,
+    SEEN,
+    collector_namespace,
+)
 from checkpoint_runtime.format.values import object_id, object_name, rfc3339_ns
 
 log = logging.getLogger(__name__)

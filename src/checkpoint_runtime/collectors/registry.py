@@ -7,7 +7,7 @@ table (`BUILTIN.with_kind(spec)`), never a changed one. The table is passed wher
 the startup projection (`runtime/projection.py`) and the running process (`runtime/lifecycle.py`,
 `runtime/main.py`) look a kind up.
 
-The key grammar (`format/keys.py`) knows the shapes of the shipped kinds on its own, because the
+The key grammar (`format/naming.py`) knows the shapes of the shipped kinds on its own, because the
 store decodes every stored shard (also one of a collector no longer configured) without
 importing the collectors. A table refuses a kind whose name the grammar spells with another shape.
 """
@@ -23,7 +23,7 @@ from checkpoint_runtime.collectors import builtin
 from checkpoint_runtime.collectors.kind import CollectorKindSpec, CollectorSettings
 from checkpoint_runtime.constants import DEFAULT_POLL_SECONDS
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format import keys
+from checkpoint_runtime.format import naming
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,7 +36,7 @@ class KindTable:
     def __post_init__(self) -> None:
         seen: set[str] = set()
         for spec in self.specs:
-            known = keys.COLLECTOR_KINDS.get(spec.name)
+            known = naming.COLLECTOR_KINDS.get(spec.name)
             if known is not None and known != spec.shape:
                 raise ConfigError("kind", f"collector kind {spec.name!r} has another key shape")
             if spec.name in seen:
@@ -64,7 +64,7 @@ class KindTable:
         names = [entry[field] for field in spec.instance_fields]
         common = CollectorSettings(
             kind=spec.name,
-            namespace=keys.collector_namespace(spec.name, entry.get("tailnet"), *names),
+            namespace=naming.collector_namespace(spec.name, entry.get("tailnet"), *names),
             url=entry["url"],
             tailnet=entry.get("tailnet"),
             poll_seconds=entry.get("pollSeconds", DEFAULT_POLL_SECONDS),

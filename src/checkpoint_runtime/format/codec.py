@@ -57,7 +57,7 @@ from checkpoint_runtime.format import codec_v1
 from checkpoint_runtime.format.codec_v1 import PLAIN, UNPADDED
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast, member_crc
 from checkpoint_runtime.format.gzipmembers import gzip_fixed as gzip_fixed
-from checkpoint_runtime.format.keys import CollectorKind, namespace_kind, relative_row_problem
+from checkpoint_runtime.format.naming import CollectorKind, namespace_kind, relative_row_problem
 
 BASE_FIELDS = frozenset({"format", "member", "shard", "rows", "groups"})
 DELTA_FIELDS = frozenset({"format", "member", "shard", "base", "rows", "set", "delete"})

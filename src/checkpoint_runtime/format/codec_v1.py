@@ -32,7 +32,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
 from checkpoint_runtime.format.gzipmembers import gzip_fixed
-from checkpoint_runtime.format.keys import namespace_kind
+from checkpoint_runtime.format.naming import namespace_kind
 
 PLAIN, UNPADDED, PADDED = 0, 1, 2
 

@@ -71,7 +71,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format import codec, rowblock
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
-from checkpoint_runtime.format.keys import CollectorKind, namespace_kind, relative_row_problem
+from checkpoint_runtime.format.naming import CollectorKind, namespace_kind, relative_row_problem
 
 JSON_COLUMNS = ""
 """The encoding of v3 as first written (a head without `encoding`): the v2 column layout."""

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from checkpoint_runtime.format.keys import (
+from checkpoint_runtime.format.naming import (
     CURSOR,
     FLOWLOGS,
     GAP,

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, leaves
-from checkpoint_runtime.format.keys import QUARANTINE, validate_shard_key
-from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.format.naming import QUARANTINE, shard_name, validate_shard_key
 
 if TYPE_CHECKING:  # the kubernetes client is imported only where a cluster is used
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend

@@ -45,7 +45,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
-from checkpoint_runtime.format.keys import shard_key, validate_shard_key
+from checkpoint_runtime.format.naming import shard_key, validate_shard_key
 from checkpoint_runtime.store import chunked, opening, planner
 from checkpoint_runtime.store.budget import DueShard, WriteBudget, expected_bytes, object_bytes
 from checkpoint_runtime.store.fencing import Fence, Stamp

@@ -24,8 +24,8 @@ from checkpoint_runtime.errors import (
     LegacyMigratedElsewhereError,
     NoLegacyError,
 )
-from checkpoint_runtime.format.keys import shard_key
 from checkpoint_runtime.format.legacy import LegacyState, byte_digest, decode_legacy
+from checkpoint_runtime.format.naming import shard_key
 from checkpoint_runtime.store.shard_state import ShardState
 
 

@@ -13,7 +13,7 @@ from checkpoint_runtime.format import sizes
 
 if TYPE_CHECKING:  # `project` prints its table without importing the store
     from checkpoint_runtime.store.core import Store
-    from checkpoint_runtime.store.shard_state import ShardState
+    from checkpoint_runtime.store.planner import ShardState
 
 
 def _capacity(store: Store, state: ShardState) -> int:

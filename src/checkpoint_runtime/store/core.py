@@ -52,8 +52,7 @@ from checkpoint_runtime.store.fencing import Fence, Stamp
 from checkpoint_runtime.store.metrics import StoreMetrics
 from checkpoint_runtime.store.migration import migrate_on_open
 from checkpoint_runtime.store.options import StoreOptions
-from checkpoint_runtime.store.planner import Layout
-from checkpoint_runtime.store.shard_state import ShardState, copy_state
+from checkpoint_runtime.store.planner import Layout, ShardState, copy_state
 
 
 def _id() -> str:

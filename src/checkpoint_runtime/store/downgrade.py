@@ -27,7 +27,7 @@ from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.store.fencing import Fence, check_not_fenced
-from checkpoint_runtime.store.shard_state import ShardState
+from checkpoint_runtime.store.planner import ShardState
 
 
 @dataclass

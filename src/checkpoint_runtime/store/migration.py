@@ -26,7 +26,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import LegacyState, byte_digest, decode_legacy
 from checkpoint_runtime.format.naming import shard_key
-from checkpoint_runtime.store.shard_state import ShardState
+from checkpoint_runtime.store.planner import ShardState
 
 
 class MigrationTarget(Protocol):

@@ -30,8 +30,7 @@ from checkpoint_runtime.errors import CorruptShardError, DeadlineExceeded
 from checkpoint_runtime.format import codec, codec_v3
 from checkpoint_runtime.retry import Backoff
 from checkpoint_runtime.store.fencing import Stamp
-from checkpoint_runtime.store.planner import Layout
-from checkpoint_runtime.store.shard_state import ShardState
+from checkpoint_runtime.store.planner import Layout, ShardState
 
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:

@@ -1,5 +1,10 @@
-"""The one retry policy of the runtime: every retried API call of the store (reads,
-uncertain-write resolution, the legacy mark) and every collector whose source fails.
+"""The one retry policy of the runtime, and the one deadline every retried call lives in.
+
+An operation (an open, a batch, a debounced persist, a flush) gets one monotonic `Deadline`,
+shared by every request and every retry under it (not 30 s per shard): each request's timeout is
+what is left of it, and a retry loop stops when the next pause would outlast it. The policy
+paces every retried API call of the store (reads, uncertain-write resolution, the legacy mark)
+and every collector whose source fails.
 
 A pause doubles from a first one up to a cap, jittered, and is never shorter than the server's
 `Retry-After` on a 429 or 503. The store's calls pause inside the operation's shared deadline;
@@ -24,16 +29,43 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from checkpoint_runtime.constants import COLLECTOR_BACKOFF_MAX_SECONDS
-from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.errors import DeadlineExceeded
 
 BACKOFF_FIRST = 0.05
 BACKOFF_MAX = 2.0
 JITTER_MIN = 0.5
 RETRY_AFTER_STATUSES = (429, 503)
 UNCAPPED_STEPS = math.ceil(math.log2(BACKOFF_MAX / BACKOFF_FIRST))  # pauses below the cap
+
+
+class Deadline:
+    """A point on the monotonic clock; every request under one operation draws from it."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.seconds = seconds
+        self._expires_at = clock() + seconds
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self._expires_at - self._clock())
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+    def check(self, what: str) -> None:
+        """Raise DeadlineExceeded before starting `what` if no time is left."""
+        if self.expired():
+            raise DeadlineExceeded(f"deadline of {self.seconds:g} s exceeded before {what}")
+
+    def timeout(self, cap: float | None = None) -> float:
+        """A per-request timeout bounded by what is left (and by `cap`, if given)."""
+        left = self.remaining()
+        return left if cap is None else min(left, cap)
 
 
 def max_attempts(seconds: float) -> int:

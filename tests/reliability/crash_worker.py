@@ -20,7 +20,7 @@ from kubernetes import client
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 
 

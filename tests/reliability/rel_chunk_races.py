@@ -32,12 +32,12 @@ from typing import Any
 
 from checkpoint_runtime.backends.base import ShardWrite, WriteResult
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.election.elector import LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import CheckpointError
 from checkpoint_runtime.format import codec_v3
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import chunked
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.support.kubetarget import KubeTarget

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass, field
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CheckpointError
 from checkpoint_runtime.format.legacy import LegacyState
+from checkpoint_runtime.retry import Deadline
 
 __all__ = [
     "CountingBackend",

@@ -10,9 +10,9 @@ import pytest
 from rel_chunk_races import RaceViolation, Scope, explore, random_trials
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import chunked, planner
 from checkpoint_testenv.support.kubetarget import KubeTarget
 

@@ -31,7 +31,6 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_MAX_CHUNKS,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
     ConflictError,
@@ -40,6 +39,7 @@ from checkpoint_runtime.errors import (
 from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.format.naming import chunk_slot_name, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import helm

@@ -36,7 +36,6 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT,
     SHARD_FORMAT_V2,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ChunksExceededError,
     ConflictError,
@@ -47,6 +46,7 @@ from checkpoint_runtime.format.gzipmembers import gunzip_members
 from checkpoint_runtime.format.naming import chunk_slot_name, shard_labels, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import opening
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2

@@ -26,7 +26,6 @@ from checkpoint_runtime.constants import (
     ANNOTATION_MIGRATED,
     ANNOTATION_MIGRATED_BY,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConfigError,
@@ -38,6 +37,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import byte_digest, encode_legacy, legacy_digest
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import migration
 from checkpoint_runtime.store.core import Store
 

@@ -14,7 +14,7 @@ import pytest
 from store_harness import Harness, open_store
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
-from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 
 SLOW = "objectstore/a"

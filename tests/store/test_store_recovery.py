@@ -10,9 +10,9 @@ import pytest
 from store_harness import FileHarness, Harness, KubeHarness, open_store
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import ConflictError, EpochFencedError, KeyGrammarError
 from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 
 SHARD = "tn/objectstore/feed"

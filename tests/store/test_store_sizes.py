@@ -15,10 +15,10 @@ from store_harness import (
 
 from checkpoint_runtime.backends.base import ShardWrite
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.reference_rows import CONFIGURATIONS, Configuration, FeedWorkload
+from checkpoint_runtime.retry import Deadline
 
 OVERSIZE_SHARD = "tn/objectstore/huge"
 

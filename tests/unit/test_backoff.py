@@ -9,8 +9,7 @@ import random
 import pytest
 
 from checkpoint_runtime import retry
-from checkpoint_runtime.deadline import Deadline
-from checkpoint_runtime.retry import BACKOFF_MAX, JITTER_MIN, UNCAPPED_STEPS, Backoff
+from checkpoint_runtime.retry import BACKOFF_MAX, JITTER_MIN, UNCAPPED_STEPS, Backoff, Deadline
 
 
 class FakeTime:

@@ -13,9 +13,9 @@ import pytest
 from checkpoint_runtime.backends.base import ShardWrite
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.constants import ANNOTATION_FORMAT, ANNOTATION_SHARD_KEY, SHARD_FORMAT
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import ConflictError, DeadlineExceeded
 from checkpoint_runtime.format.codec import encode_shard
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 

@@ -10,7 +10,7 @@ import pytest
 
 from checkpoint_runtime.backends.base import ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 
 KEY = "objectstore/feed/cursor"

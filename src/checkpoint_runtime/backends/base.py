@@ -13,7 +13,6 @@ from checkpoint_runtime.constants import (
     ANNOTATION_WRITE_ID,
     SHARD_FORMATS,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError, KeyGrammarError
 from checkpoint_runtime.format.legacy import LegacyState
 from checkpoint_runtime.format.naming import (
@@ -23,6 +22,7 @@ from checkpoint_runtime.format.naming import (
     shard_name,
     validate_shard_key,
 )
+from checkpoint_runtime.retry import Deadline
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from checkpoint_runtime.constants import (
     LABEL_COMPONENT,
     LEGACY_DATA_KEY,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConflictError,
@@ -44,6 +43,7 @@ from checkpoint_runtime.format.naming import (
     shard_labels,
     shard_name,
 )
+from checkpoint_runtime.retry import Deadline
 
 from .base import (
     ShardWrite,

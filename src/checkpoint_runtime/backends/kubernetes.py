@@ -44,7 +44,6 @@ from checkpoint_runtime.constants import (
     LEGACY_DATA_KEY,
     SHARD_DATA_KEY,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ApiRefusedError,
     ConflictError,
@@ -61,7 +60,7 @@ from checkpoint_runtime.format.naming import (
     object_labels,
     object_name,
 )
-from checkpoint_runtime.retry import Backoff
+from checkpoint_runtime.retry import Backoff, Deadline
 
 from .base import (
     ShardWrite,

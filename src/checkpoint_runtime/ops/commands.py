@@ -28,7 +28,6 @@ from checkpoint_runtime.constants import (
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_SHAPE,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ConfigError,
     CorruptShardError,
@@ -39,6 +38,7 @@ from checkpoint_runtime.errors import (
     quote,
 )
 from checkpoint_runtime.ops import inspection
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.runtime.backend import StoreTarget, open_backend
 
 if TYPE_CHECKING:

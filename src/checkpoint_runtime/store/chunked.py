@@ -31,10 +31,10 @@ from checkpoint_runtime.constants import (
     MAX_DECODED_ROW_CHARS,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import ChunksExceededError, ConflictError, OversizeError
 from checkpoint_runtime.format import codec_v3, rowblock
 from checkpoint_runtime.format.codec_v3 import EncodedChunk, Manifest, Slot
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import planner
 from checkpoint_runtime.store.planner import Layout
 

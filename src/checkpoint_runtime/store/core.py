@@ -32,7 +32,6 @@ from checkpoint_runtime.constants import (
     PERSIST_CONCURRENCY,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ConflictError,
     CorruptShardError,
@@ -46,6 +45,7 @@ from checkpoint_runtime.errors import (
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
 from checkpoint_runtime.format.naming import shard_key, validate_shard_key
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import chunked, opening, planner
 from checkpoint_runtime.store.budget import DueShard, WriteBudget, expected_bytes, object_bytes
 from checkpoint_runtime.store.fencing import Fence, Stamp

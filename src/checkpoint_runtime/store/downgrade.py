@@ -23,9 +23,9 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT,
     SHARD_FORMAT_V2,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format import codec
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.fencing import Fence, check_not_fenced
 from checkpoint_runtime.store.planner import ShardState
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from checkpoint_runtime.backends.base import Backend
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import (
     ConfigError,
     LegacyConflictError,
@@ -26,6 +25,7 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import LegacyState, byte_digest, decode_legacy
 from checkpoint_runtime.format.naming import shard_key
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.planner import ShardState
 
 

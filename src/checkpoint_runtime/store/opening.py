@@ -25,10 +25,9 @@ from checkpoint_runtime.constants import (
     CHUNK_REREAD_ATTEMPTS,
     SHARD_FORMAT,
 )
-from checkpoint_runtime.deadline import Deadline
 from checkpoint_runtime.errors import CorruptShardError, DeadlineExceeded
 from checkpoint_runtime.format import codec, codec_v3
-from checkpoint_runtime.retry import Backoff
+from checkpoint_runtime.retry import Backoff, Deadline
 from checkpoint_runtime.store.fencing import Stamp
 from checkpoint_runtime.store.planner import Layout, ShardState
 

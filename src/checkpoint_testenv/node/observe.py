@@ -15,7 +15,7 @@ from kubernetes import client
 from checkpoint_runtime.backends.base import StoredShard
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER
-from checkpoint_runtime.deadline import Deadline
+from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv import helm
 from checkpoint_testenv.controlplane import ControlPlane

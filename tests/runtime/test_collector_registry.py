@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -113,11 +113,10 @@ def toy(name: str = "alpha", **more: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def toy_kinds() -> Iterator[registry.KindTable]:
-    """The shipped kinds and the toy, with the key grammar spelling the toy's rows."""
+def toy_kinds() -> registry.KindTable:
+    """The shipped kinds and the toy: a new table, whose key grammar spells the toy's rows."""
     BUILT.clear()
-    with naming.extended(TOY.name, TOY.shape):
-        yield registry.BUILTIN.with_kind(TOY)
+    return registry.BUILTIN.with_kind(TOY)
 
 
 def test_the_settings_parse_and_validate_a_registered_kind(
@@ -176,7 +175,8 @@ def test_the_runtime_runs_the_kind_and_the_store_keeps_its_rows(
         thread.join(30)
     assert codes == [ExitCode.OK]
     store = runtime.settings.store
-    reopened = Store.open(FileBackend(str(folder), store.lease_name, None), writer="reader")
+    backend = FileBackend(str(folder), store.lease_name, None, kinds=toy_kinds.shapes)
+    reopened = Store.open(backend, writer="reader", kinds=toy_kinds.shapes)
     assert dict(reopened.items("corp/toy/alpha/")) == {
         "corp/toy/alpha/last": "1",
         "corp/toy/alpha/tick/0": "done",
@@ -199,12 +199,16 @@ def _wait_until(done: Callable[[], bool], timeout: float = 20.0) -> bool:
 
 
 def test_a_table_without_the_kind_knows_nothing_of_it(tmp_path: Path) -> None:
-    with naming.extended(TOY.name, TOY.shape):
-        assert naming.shard_key("corp/toy/alpha/last") == "corp/toy/alpha"
-        assert "toy" in registry.BUILTIN.with_kind(TOY).kinds()
+    toys = registry.BUILTIN.with_kind(TOY)
+    assert naming.shard_key("corp/toy/alpha/last", toys.shapes) == "corp/toy/alpha"
+    assert "toy" in toys.kinds()
     assert "toy" not in registry.BUILTIN.kinds()  # adding made a new table
     with pytest.raises(KeyGrammarError):
-        naming.shard_key("corp/toy/alpha/last")
+        naming.shard_key("corp/toy/alpha/last", registry.BUILTIN.shapes)
+    with pytest.raises(KeyGrammarError):
+        naming.shard_key("corp/toy/alpha/last")  # nor did the shipped grammar change
+    with pytest.raises(KeyGrammarError):  # a store of the shipped kinds refuses its keys
+        Store(FileBackend(str(tmp_path / "store"), "shipped")).batch({"corp/toy/alpha/last": "1"})
     with pytest.raises(ConfigError) as refused:
         settings.parse(toy_config(tmp_path, toy()))
     assert refused.value.path.startswith("collectors[0]")
@@ -217,7 +221,12 @@ def test_a_kind_name_is_registered_once() -> None:
     with pytest.raises(ConfigError, match="another key shape"):
         registry.BUILTIN.with_kind(replace(TOY, name="objectstore"))
     with pytest.raises(KeyGrammarError, match="already a collector kind"):
-        naming.register_kind("objectstore", TOY.shape)
+        naming.with_kind(naming.COLLECTOR_KINDS, "objectstore", TOY.shape)
+    with pytest.raises(TypeError):  # the shipped grammar is read-only: no kind is added to it
+        naming.COLLECTOR_KINDS["toy"] = TOY.shape  # type: ignore[index]
+    wider = naming.with_kind(toys.shapes, "toy2", TOY.shape)
+    assert "toy2" in wider
+    assert "toy2" not in toys.shapes  # a new grammar; the table's is as it was
     assert list(registry.BUILTIN.kinds()) == ["objectstore", "flowlogs"]
     assert list(toys.kinds()) == ["objectstore", "flowlogs", "toy"]
 
@@ -229,3 +238,4 @@ def test_the_shipped_kinds_are_the_shipped_schemas_alternatives() -> None:
     alternatives = shipped["properties"]["collectors"]["items"]["oneOf"]
     assert alternatives == [{"$ref": f"#/$defs/{name}"} for name in registry.BUILTIN.kinds()]
     assert set(registry.BUILTIN.kinds()) == set(naming.COLLECTOR_KINDS)
+    assert dict(registry.BUILTIN.shapes) == dict(naming.COLLECTOR_KINDS)

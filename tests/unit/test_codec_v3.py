@@ -25,6 +25,7 @@ from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shar
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.store import chunked, planner
 from checkpoint_runtime.store.budget import WriteBudget
+from checkpoint_runtime.store.options import StoreOptions
 from checkpoint_testenv.support.v3rows import v3_rows
 
 SHARD = "tn/objectstore/feed"
@@ -365,19 +366,19 @@ def test_the_encoder_refuses_a_shard_past_either_decode_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rows = rows_of(2000)
-    compaction = chunked.encode_compaction(SHARD, rows, None, None, 8)
+    compaction = chunked.encode_compaction(SHARD, rows, None, None, StoreOptions(max_chunks=8))
     monkeypatch.setattr(chunked, "MAX_DECODED_ROW_CHARS", rowblock.row_chars(rows) - 1)
     with pytest.raises(OversizeError):
-        chunked.encode_compaction(SHARD, rows, None, None, 8)
+        chunked.encode_compaction(SHARD, rows, None, None, StoreOptions(max_chunks=8))
     monkeypatch.undo()
     monkeypatch.setattr(chunked, "MAX_DECODED_ENVELOPE", compaction.base_raw - 1)
     with pytest.raises(OversizeError):
-        chunked.encode_compaction(SHARD, rows, None, None, 8)
+        chunked.encode_compaction(SHARD, rows, None, None, StoreOptions(max_chunks=8))
 
 
 def test_a_chunked_layout_records_each_chunks_raw_bytes() -> None:
     rows = rows_of(3000)
-    compaction = chunked.encode_compaction(SHARD, rows, None, None, 8)
+    compaction = chunked.encode_compaction(SHARD, rows, None, None, StoreOptions(max_chunks=8))
     assert compaction.partitions >= 1
     assert compaction.chunk_raw == tuple(
         compaction.chunks[i].raw_bytes for i in range(compaction.partitions)

@@ -16,6 +16,8 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError, KeyGrammarError
 from checkpoint_runtime.format.legacy import LegacyState
 from checkpoint_runtime.format.naming import (
+    COLLECTOR_KINDS,
+    Kinds,
     chunk_labels,
     object_name,
     shard_labels,
@@ -115,6 +117,7 @@ def check_owned_slot(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
     expected: tuple[str, str] | None = None,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> tuple[str, str]:
     """Return (shard key, slot) if the object is one of this store's chunk slots, else raise."""
     wanted = chunk_labels(lease_name)
@@ -124,7 +127,7 @@ def check_owned_slot(
     if not shard:
         raise ForeignShardError(name, f"no {ANNOTATION_SHARD_KEY} annotation")
     try:
-        validate_shard_key(shard)
+        validate_shard_key(shard, kinds)
         if len(slot) < 2 or not slot[1:].isdigit() or name != object_name(lease_name, shard, slot):
             raise ForeignShardError(name, f"name is not the one of slot {slot!r} of {shard!r}")
     except (KeyGrammarError, ValueError) as error:
@@ -140,6 +143,7 @@ def check_owned(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
     expected_shard: str | None = None,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> str:
     """Return the object's shard key if it is one of this store's shards, else raise.
 
@@ -153,7 +157,7 @@ def check_owned(
     if not shard:
         raise ForeignShardError(name, f"no {ANNOTATION_SHARD_KEY} annotation")
     try:
-        validate_shard_key(shard)
+        validate_shard_key(shard, kinds)
     except KeyGrammarError as error:
         raise ForeignShardError(name, f"annotated shard key is invalid: {error}") from None
     if name != shard_name(lease_name, shard):

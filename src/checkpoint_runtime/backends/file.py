@@ -37,6 +37,8 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import (
+    COLLECTOR_KINDS,
+    Kinds,
     chunk_labels,
     object_labels,
     object_name,
@@ -70,9 +72,12 @@ class FileBackend:
         legacy_name: str | None = None,
         *,
         read_only: bool = False,
+        kinds: Kinds = COLLECTOR_KINDS,
     ) -> None:
         self.folder = Path(folder)
         self.lease_name = lease_name
+        self.kinds = kinds
+        """The collector kinds whose shard keys the ownership checks admit."""
         self.legacy_name = legacy_name
         self.read_only = read_only
         if read_only:
@@ -153,10 +158,14 @@ class FileBackend:
         if not sep:
             raise self._unreadable(path, "shard file has no blob (truncated)")
         if slot is None:
-            shard = check_owned(self.lease_name, name, labels, annotations, expected_shard)
+            shard = check_owned(
+                self.lease_name, name, labels, annotations, expected_shard, self.kinds
+            )
         else:
             expected = None if expected_shard is None else (expected_shard, slot)
-            shard, slot = check_owned_slot(self.lease_name, name, labels, annotations, expected)
+            shard, slot = check_owned_slot(
+                self.lease_name, name, labels, annotations, expected, self.kinds
+            )
         return StoredShard(shard, name, blob, dict(annotations), str(version), slot)
 
     def list_shards(self, deadline: Deadline) -> list[StoredShard]:

@@ -55,6 +55,8 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format.legacy import LegacyState, marked
 from checkpoint_runtime.format.naming import (
+    COLLECTOR_KINDS,
+    Kinds,
     chunk_label_selector,
     label_selector,
     object_labels,
@@ -132,11 +134,14 @@ class KubernetesBackend:
         legacy_name: str | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         space: EtcdSpaceGate | None = None,
+        kinds: Kinds = COLLECTOR_KINDS,
     ) -> None:
         self.api_client = api_client(configuration)  # a private copy, retries off
         self.core = client.CoreV1Api(self.api_client)
         self.namespace = namespace
         self.lease_name = lease_name
+        self.kinds = kinds
+        """The collector kinds whose shard keys the ownership checks admit."""
         self.legacy_name = legacy_name
         self.request_timeout = request_timeout
         self.space = space if space is not None else EtcdSpaceGate()
@@ -188,15 +193,15 @@ class KubernetesBackend:
         self, item: Any, expected_shard: str | None = None, slot: str | None = None
     ) -> StoredShard:
         meta = item.metadata
-        name = meta.name
+        name, labels, annotations = meta.name, meta.labels or {}, meta.annotations or {}
         if slot is None:
             shard = check_owned(
-                self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected_shard
+                self.lease_name, name, labels, annotations, expected_shard, self.kinds
             )
         else:
             expected = None if expected_shard is None else (expected_shard, slot)
             shard, slot = check_owned_slot(
-                self.lease_name, name, meta.labels or {}, meta.annotations or {}, expected
+                self.lease_name, name, labels, annotations, expected, self.kinds
             )
         binary = item.binary_data or {}
         if item.data or set(binary) != {SHARD_DATA_KEY}:

@@ -7,15 +7,18 @@ table (`BUILTIN.with_kind(spec)`), never a changed one. The table is passed wher
 the startup projection (`runtime/projection.py`) and the running process (`runtime/lifecycle.py`,
 `runtime/main.py`) look a kind up.
 
-The key grammar (`format/naming.py`) knows the shapes of the shipped kinds on its own, because the
-store decodes every stored shard (also one of a collector no longer configured) without
-importing the collectors. A table refuses a kind whose name the grammar spells with another shape.
+A table owns its key grammar: `shapes`, the shipped kinds' shapes with every further kind's,
+built once with the table, never changed. It is passed where keys of its kinds are read or
+written: the settings' shard keys, and the store and its backend in the running process. The
+key grammar (`format/naming.py`) still knows the shapes of the shipped kinds on its own, because
+the store decodes every stored shard (also one of a collector no longer configured) without
+importing the collectors; a table refuses a kind whose name the grammar spells with another shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -32,9 +35,12 @@ class KindTable:
     hashed by identity, so a cache may be keyed on a table)."""
 
     specs: tuple[CollectorKindSpec[Any], ...]
+    shapes: naming.Kinds = field(init=False)
+    """The key grammar of these kinds (read-only): the shipped shapes and every further kind's."""
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
+        shapes = naming.COLLECTOR_KINDS
         for spec in self.specs:
             known = naming.COLLECTOR_KINDS.get(spec.name)
             if known is not None and known != spec.shape:
@@ -42,6 +48,9 @@ class KindTable:
             if spec.name in seen:
                 raise ConfigError("kind", f"collector kind {spec.name!r} is already registered")
             seen.add(spec.name)
+            if known is None:
+                shapes = naming.with_kind(shapes, spec.name, spec.shape)
+        object.__setattr__(self, "shapes", shapes)
 
     def with_kind(self, spec: CollectorKindSpec[Any]) -> KindTable:
         """A new table: these kinds and `spec` (refused if its name is taken)."""
@@ -64,7 +73,9 @@ class KindTable:
         names = [entry[field] for field in spec.instance_fields]
         common = CollectorSettings(
             kind=spec.name,
-            namespace=naming.collector_namespace(spec.name, entry.get("tailnet"), *names),
+            namespace=naming.collector_namespace(
+                spec.name, entry.get("tailnet"), *names, kinds=self.shapes
+            ),
             url=entry["url"],
             tailnet=entry.get("tailnet"),
             poll_seconds=entry.get("pollSeconds", DEFAULT_POLL_SECONDS),

@@ -57,7 +57,13 @@ from checkpoint_runtime.format import codec_v1
 from checkpoint_runtime.format.codec_v1 import PLAIN, UNPADDED
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast, member_crc
 from checkpoint_runtime.format.gzipmembers import gzip_fixed as gzip_fixed
-from checkpoint_runtime.format.naming import CollectorKind, namespace_kind, relative_row_problem
+from checkpoint_runtime.format.naming import (
+    COLLECTOR_KINDS,
+    CollectorKind,
+    Kinds,
+    namespace_kind,
+    relative_row_problem,
+)
 
 BASE_FIELDS = frozenset({"format", "member", "shard", "rows", "groups"})
 DELTA_FIELDS = frozenset({"format", "member", "shard", "base", "rows", "set", "delete"})
@@ -389,9 +395,9 @@ def check_member(
         raise CorruptShardError(shard, f"{member} member: rows must be a count")
 
 
-def row_kinds(shard: str) -> CollectorKind:
+def row_kinds(shard: str, kinds: Kinds = COLLECTOR_KINDS) -> CollectorKind:
     try:
-        return namespace_kind(shard)
+        return namespace_kind(shard, kinds)
     except KeyGrammarError as error:
         raise CorruptShardError(shard, f"not a valid shard key: {error.reason}") from None
 
@@ -403,6 +409,8 @@ def decode_base(
     member: str = "base",
     fields: frozenset[str] = BASE_FIELDS,
     budget: int = MAX_DECODED_ENVELOPE,
+    *,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> dict[str, str]:
     """Rows of a base member (already parsed): v2's, or a v3 inline base or chunk (`fmt`,
     `member` and its `fields`), expanding to at most `budget` characters."""
@@ -410,10 +418,10 @@ def decode_base(
     groups = document["groups"]
     if not isinstance(groups, list):
         raise CorruptShardError(shard, "groups must be a list")
-    kinds = row_kinds(shard).row_kinds
+    shape = row_kinds(shard, kinds).row_kinds
     decoded: dict[str, str] = {}
     for group in groups:
-        keys, values, chars = _decode_group(shard, kinds, group, budget)
+        keys, values, chars = _decode_group(shard, shape, group, budget)
         budget -= chars
         decoded.update(zip(keys, values, strict=True))
     if len(decoded) != document["rows"]:
@@ -430,6 +438,8 @@ def apply_delta(
     rows: dict[str, str],
     prior: dict[str, str | None],
     fmt: str = SHARD_FORMAT_V2,
+    *,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> None:
     """Apply one parsed delta member to `rows` in place, recording each changed row's base value
     in `prior`; refuses (before changing anything) a delta that does not fit."""
@@ -442,7 +452,7 @@ def apply_delta(
     if not set(map(type, deleted)) <= {str} or not set(map(type, changed.values())) <= {str}:
         raise CorruptShardError(shard, "delta: rows and values must be strings")
     _check_text(shard, "".join(changed) + "".join(changed.values()) + "".join(deleted), "delta")
-    kind = row_kinds(shard)
+    kind = row_kinds(shard, kinds)
     for row in itertools.chain(changed, deleted):
         problem = relative_row_problem(kind, row)
         if problem is not None:
@@ -464,22 +474,25 @@ def apply_delta(
         rows[key] = value
 
 
-def decode_stored(shard: str, blob: bytes) -> DecodedShard:
-    """Rows of a stored blob (v2 or v1) and its base, bounded and fail-closed."""
+def decode_stored(shard: str, blob: bytes, kinds: Kinds = COLLECTOR_KINDS) -> DecodedShard:
+    """Rows of a stored blob (v2 or v1) and its base, bounded and fail-closed (its rows
+    spelled by the grammar of `kinds`)."""
     members = gunzip_members(blob, MAX_DECODED_ENVELOPE, shard)
     first = load(shard, members[0].data)
     if first.get("format") == SHARD_FORMAT_V1:
         if len(members) != 1:
             raise CorruptShardError(shard, "trailing bytes after the gzip member")
-        return DecodedShard(SHARD_FORMAT_V1, codec_v1.decode_envelope(shard, members[0].data))
-    rows = decode_base(shard, first)
+        return DecodedShard(
+            SHARD_FORMAT_V1, codec_v1.decode_envelope(shard, members[0].data, kinds)
+        )
+    rows = decode_base(shard, first, kinds=kinds)
     base = Base(blob[: members[0].end], len(members[0].data))
     prior: dict[str, str | None] = {}
     for member in members[1:]:
-        apply_delta(shard, load(shard, member.data), base.crc, rows, prior)
+        apply_delta(shard, load(shard, member.data), base.crc, rows, prior, kinds=kinds)
     return DecodedShard(SHARD_FORMAT_V2, rows, base, prior)
 
 
-def decode_shard(shard: str, blob: bytes) -> dict[str, str]:
+def decode_shard(shard: str, blob: bytes, kinds: Kinds = COLLECTOR_KINDS) -> dict[str, str]:
     """Rows of a stored shard blob (v2 or v1), bounded and fail-closed."""
-    return decode_stored(shard, blob).rows
+    return decode_stored(shard, blob, kinds).rows

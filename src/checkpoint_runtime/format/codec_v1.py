@@ -32,7 +32,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
 from checkpoint_runtime.format.gzipmembers import gzip_fixed
-from checkpoint_runtime.format.naming import namespace_kind
+from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds, namespace_kind
 
 PLAIN, UNPADDED, PADDED = 0, 1, 2
 
@@ -295,7 +295,9 @@ def load_envelope(shard: str, data: bytes, what: str = "an envelope") -> dict[st
     return document
 
 
-def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
+def decode_envelope(
+    shard: str, envelope_bytes: bytes, kinds: Kinds = COLLECTOR_KINDS
+) -> dict[str, str]:
     """Rows of an envelope, or a named error; the envelope must be for `shard`."""
     envelope = load_envelope(shard, envelope_bytes, "a v1 envelope")
     if envelope.get("format") != SHARD_FORMAT_V1:
@@ -308,7 +310,7 @@ def decode_envelope(shard: str, envelope_bytes: bytes) -> dict[str, str]:
     if type(rows) is not int or rows < 0 or not isinstance(groups, list):
         raise CorruptShardError(shard, "rows must be a count and groups a list")
     try:
-        row_kinds = namespace_kind(shard).row_kinds
+        row_kinds = namespace_kind(shard, kinds).row_kinds
     except KeyGrammarError as error:
         raise CorruptShardError(shard, f"not a valid shard key: {error.reason}") from None
     decoded: dict[str, str] = {}

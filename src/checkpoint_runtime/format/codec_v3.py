@@ -71,7 +71,13 @@ from checkpoint_runtime.errors import (
 )
 from checkpoint_runtime.format import codec, rowblock
 from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
-from checkpoint_runtime.format.naming import CollectorKind, namespace_kind, relative_row_problem
+from checkpoint_runtime.format.naming import (
+    COLLECTOR_KINDS,
+    CollectorKind,
+    Kinds,
+    namespace_kind,
+    relative_row_problem,
+)
 
 JSON_COLUMNS = ""
 """The encoding of v3 as first written (a head without `encoding`): the v2 column layout."""
@@ -184,11 +190,15 @@ def _row_problem(kind: CollectorKind, shard: str, key: str) -> str | None:
 
 
 def base_member(
-    shard: str, rows: Mapping[str, str], member: str, extra: Mapping[str, Any]
+    shard: str,
+    rows: Mapping[str, str],
+    member: str,
+    extra: Mapping[str, Any],
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> bytes:
     """A base member's data: its JSON line, then the row block of `rows` (every key a row of
     `shard`, else KeyGrammarError; past a decode bound, OversizeError)."""
-    kind = namespace_kind(shard)
+    kind = namespace_kind(shard, kinds)
     for key in rows:
         problem = _row_problem(kind, shard, key)
         if problem is not None:
@@ -204,15 +214,19 @@ def base_member(
     return data
 
 
-def encode_chunk(shard: str, rows: Mapping[str, str], index: int, partitions: int) -> EncodedChunk:
+def encode_chunk(
+    shard: str, rows: Mapping[str, str], index: int, partitions: int, kinds: Kinds = COLLECTOR_KINDS
+) -> EncodedChunk:
     """One chunk slot's blob: a base member of `rows` (partition `index` of `partitions`)."""
-    data = base_member(shard, rows, "chunk", {"chunk": index, "partitions": partitions})
+    data = base_member(shard, rows, "chunk", {"chunk": index, "partitions": partitions}, kinds)
     return EncodedChunk(index, gzip_fast(data), len(data), len(rows))
 
 
-def encode_inline(shard: str, rows: Mapping[str, str]) -> tuple[bytes, int]:
+def encode_inline(
+    shard: str, rows: Mapping[str, str], kinds: Kinds = COLLECTOR_KINDS
+) -> tuple[bytes, int]:
     """An inline base member of `rows` and its raw bytes."""
-    data = base_member(shard, rows, "base", {})
+    data = base_member(shard, rows, "base", {}, kinds)
     return gzip_fast(data), len(data)
 
 
@@ -341,11 +355,11 @@ def _manifest(shard: str, document: dict[str, Any]) -> Manifest:
     return manifest
 
 
-def _key_check(shard: str) -> rowblock.KeyCheck:
+def _key_check(shard: str, kinds: Kinds) -> rowblock.KeyCheck:
     """Refuses keys that are not rows of `shard`: a group whose head spells the shard, a row
     kind taking an id and a "/" is judged once (its keys differ only in their non-empty ids);
     any other group and the plain keys key by key."""
-    kind = codec.row_kinds(shard)
+    kind = codec.row_kinds(shard, kinds)
     prefix = shard + "/"
 
     def check(head: str | None, keys: list[str]) -> None:
@@ -365,7 +379,7 @@ def _key_check(shard: str) -> rowblock.KeyCheck:
 
 
 def _decode_base_member(
-    shard: str, data: bytes, member: str, chars_budget: int
+    shard: str, data: bytes, member: str, chars_budget: int, kinds: Kinds
 ) -> tuple[dict[str, Any], dict[str, str], int]:
     """A row-block base member: its JSON line (checked) and its rows and their characters."""
     end = data.find(b"\n")
@@ -386,12 +400,12 @@ def _decode_base_member(
     if set(line) != fields:
         raise CorruptShardError(shard, f"{member} member fields {sorted(line)} are not the v3 set")
     rows, chars = rowblock.decode_counted(
-        data, shard=shard, budget=chars_budget, check=_key_check(shard), start=end + 1
+        data, shard=shard, budget=chars_budget, check=_key_check(shard, kinds), start=end + 1
     )
     return line, rows, chars
 
 
-def decode_head(shard: str, blob: bytes) -> DecodedHead:
+def decode_head(shard: str, blob: bytes, kinds: Kinds = COLLECTOR_KINDS) -> DecodedHead:
     """Parse a v3 head blob (its first member must already be known to be a v3 head)."""
     members = gunzip_members(blob, MAX_DECODED_ENVELOPE, shard)
     used = sum(len(member.data) for member in members)
@@ -412,11 +426,11 @@ def decode_head(shard: str, blob: bytes) -> DecodedHead:
         inline = blob[start : rest[0].end]
         if encoding:
             _, inline_rows, chars = _decode_base_member(
-                shard, rest[0].data, "base", MAX_DECODED_ROW_CHARS
+                shard, rest[0].data, "base", MAX_DECODED_ROW_CHARS, kinds
             )
         else:
             base = codec.load(shard, rest[0].data)
-            inline_rows = codec.decode_base(shard, base, SHARD_FORMAT)
+            inline_rows = codec.decode_base(shard, base, SHARD_FORMAT, kinds=kinds)
         inline_raw = len(rest[0].data)
         if len(inline_rows) != document["rows"]:
             raise CorruptShardError(shard, "head rows disagree with its base")
@@ -449,6 +463,7 @@ def decode_chunk(
     *,
     encoding: str = BASE_ENCODING,
     chars_budget: int = MAX_DECODED_ROW_CHARS,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> DecodedChunk:
     """Rows of chunk `index` of `partitions` in its head's `encoding`, and the decode budget
     they used (the bounds are shared by the head and every chunk: `budget` inflated bytes,
@@ -459,10 +474,12 @@ def decode_chunk(
     data = members[0].data
     chars = 0
     if encoding:
-        document, rows, chars = _decode_base_member(shard, data, "chunk", chars_budget)
+        document, rows, chars = _decode_base_member(shard, data, "chunk", chars_budget, kinds)
     else:
         document = codec.load(shard, data)
-        rows = codec.decode_base(shard, document, SHARD_FORMAT, "chunk", CHUNK_FIELDS, budget)
+        rows = codec.decode_base(
+            shard, document, SHARD_FORMAT, "chunk", CHUNK_FIELDS, budget, kinds=kinds
+        )
     if (
         type(document["chunk"]) is not int
         or type(document["partitions"]) is not int
@@ -482,7 +499,12 @@ def decode_chunk(
     return DecodedChunk(rows, len(data), chars)
 
 
-def assemble(shard: str, head: DecodedHead, chunks: Iterable[dict[str, str]]) -> codec.DecodedShard:
+def assemble(
+    shard: str,
+    head: DecodedHead,
+    chunks: Iterable[dict[str, str]],
+    kinds: Kinds = COLLECTOR_KINDS,
+) -> codec.DecodedShard:
     """The shard's rows: the base (inline or every chunk) with the head's delta applied; the
     head's inline rows or the largest chunk's dict become them (changed in place)."""
     # The decoded dicts are the caller's to give: the largest becomes the shard's rows (no copy).
@@ -500,7 +522,7 @@ def assemble(shard: str, head: DecodedHead, chunks: Iterable[dict[str, str]]) ->
     prior: dict[str, str | None] = {}
     if head.delta is not None:
         crc = base_crc(head.manifest, head.inline)
-        codec.apply_delta(shard, head.delta, crc, rows, prior, SHARD_FORMAT)
+        codec.apply_delta(shard, head.delta, crc, rows, prior, SHARD_FORMAT, kinds=kinds)
     return codec.DecodedShard(SHARD_FORMAT, rows, None, prior)
 
 

@@ -2,9 +2,10 @@
 
 A key is `[<tailnet>/]<kind>[/<name>...]/<row-kind>[/<id>]`. The collector namespace (everything up
 to the row kind) is the shard key, so every row of one collector lands in one shard. The kinds
-shipped with the runtime are declared in COLLECTOR_KINDS (the store decodes any stored shard with
-this grammar alone); a collector kind table (`collectors/registry.py`) refuses a kind the grammar
-spells otherwise, and `extended` teaches the grammar a further kind for the duration of a block.
+shipped with the runtime are declared in COLLECTOR_KINDS, read-only. Every function of the grammar
+takes the collector kinds it knows (`kinds`, the shipped ones unless told otherwise): a collector
+kind table (`collectors/registry.py`) builds its own with `with_kind` (a new mapping, never a
+changed one) and passes it where keys of its kinds are read, so nothing here changes at run time.
 
 A shard's object (its head, or one of its v3 chunk slots) is named from the store's Lease name and
 the shard key: `<lease>-<readable shard key>-<hash>`, and `<that>-c<generation><index>` for a slot.
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from checkpoint_runtime.constants import (
     CHUNK_GENERATIONS,
@@ -57,37 +58,28 @@ REPLAY = "replay"
 # string), moved here with its original value: kept and shown by `inspect`, never read again.
 QUARANTINE = "quarantine"
 
-COLLECTOR_KINDS: dict[str, CollectorKind] = {
-    FLOWLOGS: CollectorKind(
-        name_segments=0, row_kinds={CURSOR: False, REPLAY: True, QUARANTINE: True}
-    ),
-    OBJECTSTORE: CollectorKind(
-        name_segments=1, row_kinds={CURSOR: False, SCAN: False, SEEN: True, GAP: True}
-    ),
-}
+Kinds = Mapping[str, CollectorKind]
+"""Collector kind name -> its shape: what a key grammar knows."""
+
+COLLECTOR_KINDS: Kinds = MappingProxyType(
+    {
+        FLOWLOGS: CollectorKind(
+            name_segments=0, row_kinds={CURSOR: False, REPLAY: True, QUARANTINE: True}
+        ),
+        OBJECTSTORE: CollectorKind(
+            name_segments=1, row_kinds={CURSOR: False, SCAN: False, SEEN: True, GAP: True}
+        ),
+    }
+)
+"""The shipped kinds: the store decodes any shard of theirs without the collectors."""
 
 
-def register_kind(name: str, kind: CollectorKind) -> None:
-    """Teach the grammar a further collector kind (the collector registry calls this)."""
+def with_kind(kinds: Kinds, name: str, kind: CollectorKind) -> Kinds:
+    """A new grammar's kinds: `kinds` and the further kind `name` (`kinds` is not changed)."""
     problem = None if SEGMENT_PATTERN.match(name) else f"must match {SEGMENT_PATTERN.pattern}"
-    if problem or name in COLLECTOR_KINDS:
+    if problem or name in kinds:
         raise KeyGrammarError(name, problem or "is already a collector kind")
-    COLLECTOR_KINDS[name] = kind
-
-
-def unregister_kind(name: str) -> None:
-    """Forget a kind added by `register_kind`."""
-    del COLLECTOR_KINDS[name]
-
-
-@contextmanager
-def extended(name: str, kind: CollectorKind) -> Iterator[None]:
-    """The grammar with the further kind `name` for the duration of a `with` block."""
-    register_kind(name, kind)
-    try:
-        yield
-    finally:
-        unregister_kind(name)
+    return MappingProxyType({**kinds, name: kind})
 
 
 # A tailnet or feed name: one DNS-ish segment. Shared with config validation and mirrored in
@@ -96,13 +88,13 @@ SEGMENT_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 SEGMENT_MAX = 63
 
 
-def segment_problem(segment: str) -> str | None:
+def segment_problem(segment: str, kinds: Kinds = COLLECTOR_KINDS) -> str | None:
     """Why `segment` cannot be a tailnet or feed name, or None if it can."""
     if not SEGMENT_PATTERN.match(segment):
         return f"{segment!r} must match {SEGMENT_PATTERN.pattern}"
     if len(segment) > SEGMENT_MAX:
         return f"{segment!r} is longer than {SEGMENT_MAX} characters"
-    if segment in COLLECTOR_KINDS:
+    if segment in kinds:
         return f"{segment!r} is a collector kind; as a name it would make keys ambiguous"
     return None
 
@@ -116,36 +108,36 @@ class ParsedKey:
     row_id: str | None
 
 
-def _namespace_end(key: str, parts: list[str]) -> tuple[CollectorKind, int]:
+def _namespace_end(key: str, parts: list[str], kinds: Kinds) -> tuple[CollectorKind, int]:
     """Validate the collector namespace at the start of `parts`; return its kind and length."""
-    if parts[0] in COLLECTOR_KINDS:
+    if parts[0] in kinds:
         kind_at = 0
-    elif len(parts) > 1 and parts[1] in COLLECTOR_KINDS:
+    elif len(parts) > 1 and parts[1] in kinds:
         kind_at = 1
-        problem = segment_problem(parts[0])
+        problem = segment_problem(parts[0], kinds)
         if problem:
             raise KeyGrammarError(key, f"bad tailnet: {problem}")
     else:
         raise KeyGrammarError(
-            key, f"no collector kind ({', '.join(sorted(COLLECTOR_KINDS))}) in segment 1 or 2"
+            key, f"no collector kind ({', '.join(sorted(kinds))}) in segment 1 or 2"
         )
-    kind = COLLECTOR_KINDS[parts[kind_at]]
+    kind = kinds[parts[kind_at]]
     end = kind_at + 1 + kind.name_segments
     if len(parts) < end:
         raise KeyGrammarError(key, f"{parts[kind_at]} needs {kind.name_segments} name segment(s)")
     for name in parts[kind_at + 1 : end]:
-        problem = segment_problem(name)
+        problem = segment_problem(name, kinds)
         if problem:
             raise KeyGrammarError(key, f"bad {parts[kind_at]} name: {problem}")
     return kind, end
 
 
-def parse_key(key: str) -> ParsedKey:
+def parse_key(key: str, kinds: Kinds = COLLECTOR_KINDS) -> ParsedKey:
     """Split `key` by the grammar or raise KeyGrammarError."""
     if not isinstance(key, str) or not key:
         raise KeyGrammarError(str(key), "empty or not a string")
     parts = key.split("/")
-    kind, row_at = _namespace_end(key, parts)
+    kind, row_at = _namespace_end(key, parts, kinds)
     if len(parts) <= row_at:
         raise KeyGrammarError(key, "missing row kind")
     row_kind = parts[row_at]
@@ -163,38 +155,40 @@ def parse_key(key: str) -> ParsedKey:
     return ParsedKey(shard="/".join(parts[:row_at]), row_kind=row_kind, row_id=row_id)
 
 
-def shard_key(key: str) -> str:
+def shard_key(key: str, kinds: Kinds = COLLECTOR_KINDS) -> str:
     """The collector namespace owning `key` (its shard)."""
-    return parse_key(key).shard
+    return parse_key(key, kinds).shard
 
 
-def validate_shard_key(shard: str) -> None:
+def validate_shard_key(shard: str, kinds: Kinds = COLLECTOR_KINDS) -> None:
     """Raise KeyGrammarError unless `shard` is exactly a collector namespace."""
     if not isinstance(shard, str) or not shard:
         raise KeyGrammarError(str(shard), "empty shard key")
     parts = shard.split("/")
-    _, end = _namespace_end(shard, parts)
+    _, end = _namespace_end(shard, parts, kinds)
     if len(parts) != end:
         raise KeyGrammarError(shard, "not exactly a collector namespace")
 
 
-def collector_namespace(kind: str, tailnet: str | None = None, *names: str) -> str:
+def collector_namespace(
+    kind: str, tailnet: str | None = None, *names: str, kinds: Kinds = COLLECTOR_KINDS
+) -> str:
     """Build the shard key of a configured collector (the inverse of the grammar)."""
-    if kind not in COLLECTOR_KINDS:
+    if kind not in kinds:
         raise KeyGrammarError(kind, "unknown collector kind")
-    expected = COLLECTOR_KINDS[kind].name_segments
+    expected = kinds[kind].name_segments
     if len(names) != expected:
         raise KeyGrammarError(kind, f"takes {expected} name segment(s), got {len(names)}")
     shard = "/".join([*([tailnet] if tailnet else []), kind, *names])
-    validate_shard_key(shard)
+    validate_shard_key(shard, kinds)
     return shard
 
 
-def namespace_kind(shard: str) -> CollectorKind:
+def namespace_kind(shard: str, kinds: Kinds = COLLECTOR_KINDS) -> CollectorKind:
     """The collector kind of a valid shard key."""
-    validate_shard_key(shard)
+    validate_shard_key(shard, kinds)
     parts = shard.split("/")
-    return COLLECTOR_KINDS[parts[0] if parts[0] in COLLECTOR_KINDS else parts[1]]
+    return kinds[parts[0] if parts[0] in kinds else parts[1]]
 
 
 def relative_row_problem(kind: CollectorKind, row: str) -> str | None:

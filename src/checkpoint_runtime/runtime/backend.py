@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -55,12 +56,15 @@ def open_backend(
     configuration: client.Configuration | None = None,
     read_only: bool = False,
     space: EtcdSpaceGate | None = None,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> FileBackend | KubernetesBackend:
     """The backend of `store`: its folder (read_only: create nothing, lock nothing), or its
-    namespace through `configuration` (default: the credentials `kubeconfig` names)."""
+    namespace through `configuration` (default: the credentials `kubeconfig` names); its
+    ownership checks admit the shard keys of `kinds` (a kind table's `shapes`)."""
+    legacy = store.legacy_config_map
     if store.backend == "file":
         folder = store.path or ""
-        return FileBackend(folder, store.lease_name, store.legacy_config_map, read_only=read_only)
+        return FileBackend(folder, store.lease_name, legacy, read_only=read_only, kinds=kinds)
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend
     from checkpoint_runtime.runtime import credentials
 
@@ -68,7 +72,7 @@ def open_backend(
         configuration = credentials.kube_configuration(kubeconfig)
     namespace = credentials.coordination_namespace(store.namespace)
     return KubernetesBackend(
-        configuration, namespace, store.lease_name, store.legacy_config_map, space=space
+        configuration, namespace, store.lease_name, legacy, space=space, kinds=kinds
     )
 
 

@@ -166,6 +166,7 @@ class Runtime:
             kubeconfig=self._kubeconfig,
             configuration=self._kube_configuration,
             space=EtcdSpaceGate(self.metrics.store.registry),
+            kinds=self.settings.kinds.shapes,
         )
         if isinstance(backend, FileBackend) or not self.settings.election_enabled:
             return backend, None
@@ -229,6 +230,7 @@ class Runtime:
                 lease_uid=lease_uid,
                 max_chunks=settings.store.max_chunks,
                 write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second,
+                kinds=settings.kinds.shapes,
             )
             self._check_absent_shards(store, backend)
             if self._election is not None:

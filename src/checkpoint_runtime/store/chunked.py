@@ -34,8 +34,10 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import ChunksExceededError, ConflictError, OversizeError
 from checkpoint_runtime.format import codec_v3, rowblock
 from checkpoint_runtime.format.codec_v3 import EncodedChunk, Manifest, Slot
+from checkpoint_runtime.format.naming import Kinds
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import planner
+from checkpoint_runtime.store.options import StoreOptions
 from checkpoint_runtime.store.planner import Layout
 
 
@@ -77,15 +79,17 @@ class Compaction:
         )
 
 
-def _encode_all(shard: str, rows: Mapping[str, str], partitions: int) -> Compaction:
+def _encode_all(shard: str, rows: Mapping[str, str], partitions: int, kinds: Kinds) -> Compaction:
     parts = codec_v3.partition(rows, partitions)
-    chunks = {i: codec_v3.encode_chunk(shard, part, i, partitions) for i, part in enumerate(parts)}
+    chunks = {
+        i: codec_v3.encode_chunk(shard, part, i, partitions, kinds) for i, part in enumerate(parts)
+    }
     raw = tuple(chunks[i].raw_bytes for i in range(partitions))
     return Compaction(partitions, chunks, base_raw=sum(raw), base_rows=len(rows), chunk_raw=raw)
 
 
-def _inline(shard: str, rows: Mapping[str, str]) -> Compaction:
-    member, raw = codec_v3.encode_inline(shard, rows)
+def _inline(shard: str, rows: Mapping[str, str], kinds: Kinds) -> Compaction:
+    member, raw = codec_v3.encode_inline(shard, rows, kinds)
     return Compaction(0, {}, member, raw, raw, len(rows))
 
 
@@ -94,19 +98,21 @@ def encode_compaction(
     rows: Mapping[str, str],
     layout: Layout | None,
     changed: set[str] | None,
-    max_chunks: int,
+    options: StoreOptions,
 ) -> Compaction:
     """The new base of `rows`: inline, the changed chunks of the current partitioning, or every
     chunk of a new one (`changed` None, or a base in an older encoding: everything is
-    rewritten). Raises ChunksExceededError when even `max_chunks` chunks cannot hold it, and
-    OversizeError past a decode bound of the whole shard (its rows' characters, or the
-    members' bytes over every chunk together)."""
+    rewritten), its rows spelled by the grammar of the store's kinds. Raises ChunksExceededError
+    when even the store's `max_chunks` chunks cannot hold it, and OversizeError past a decode
+    bound of the whole shard (its rows' characters, or the members' bytes over every chunk
+    together)."""
+    max_chunks, kinds = options.max_chunks, options.kinds
     chars = rowblock.row_chars(rows)
     if chars > MAX_DECODED_ROW_CHARS:
         raise OversizeError(shard, chars, MAX_DECODED_ROW_CHARS, len(rows))
     if layout is not None and layout.encoding != BASE_ENCODING:
         changed = None
-    compaction = _choose(shard, rows, layout, changed, max_chunks)
+    compaction = _choose(shard, rows, layout, changed, max_chunks, kinds)
     while compaction.chunks:
         largest = max(len(chunk.blob) for chunk in compaction.chunks.values())
         more = planner.grown(compaction.partitions, largest, max_chunks)
@@ -115,7 +121,7 @@ def encode_compaction(
             raise ChunksExceededError(shard, total, len(rows), max_chunks, largest)
         if more == compaction.partitions:
             break
-        compaction = _encode_all(shard, rows, more)
+        compaction = _encode_all(shard, rows, more, kinds)
     if compaction.base_raw > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, compaction.base_raw, MAX_DECODED_ENVELOPE, len(rows))
     return compaction
@@ -127,26 +133,27 @@ def _choose(
     layout: Layout | None,
     changed: set[str] | None,
     max_chunks: int,
+    kinds: Kinds,
 ) -> Compaction:
     current = 0 if layout is None else layout.manifest.partitions
     if current == 0:
-        compaction = _inline(shard, rows)
+        compaction = _inline(shard, rows, kinds)
         partitions = planner.partitions_for(len(compaction.inline or b""), 0, max_chunks)
         if partitions == 0:
             return compaction
-        return _encode_all(shard, rows, partitions)
+        return _encode_all(shard, rows, partitions, kinds)
     assert layout is not None
     parts = codec_v3.partition(rows, current)
     touched = set(range(current)) if changed is None else planner.changed_chunks(changed, current)
-    chunks = {i: codec_v3.encode_chunk(shard, parts[i], i, current) for i in sorted(touched)}
+    chunks = {i: codec_v3.encode_chunk(shard, parts[i], i, current, kinds) for i in sorted(touched)}
     manifest = layout.manifest
     kept = [manifest.slots[manifest.active_slot(i)] for i in range(current) if i not in chunks]
     total = sum(chunk.bytes for chunk in kept) + sum(len(c.blob) for c in chunks.values())
     partitions = planner.partitions_for(total, current, max_chunks)
     if partitions == 0:
-        return _inline(shard, rows)
+        return _inline(shard, rows, kinds)
     if partitions != current:
-        return _encode_all(shard, rows, partitions)
+        return _encode_all(shard, rows, partitions, kinds)
     raw = tuple(chunks[i].raw_bytes if i in chunks else _raw_of(layout, i) for i in range(current))
     return Compaction(current, chunks, base_raw=sum(raw), base_rows=len(rows), chunk_raw=raw)
 

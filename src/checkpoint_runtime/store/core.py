@@ -142,10 +142,11 @@ class Store:
         """Replace memory with the stored shards; raises before changing anything."""
         loaded: dict[str, ShardState] = {}
         found = opening.discover(self.backend, self.configured, deadline)
-        heads = opening.heads(found)
+        heads = opening.heads(found, self.options.kinds)
         slots = opening.slots(self.backend, heads, self.configured, deadline)
         for stored in found:
-            state = opening.decode(slots, stored, deadline, heads.pop(stored.shard, None))
+            head = heads.pop(stored.shard, None)
+            state = opening.decode(slots, stored, deadline, head, self.options.kinds)
             if state is not None:
                 loaded[state.key] = state
         with self._lock:
@@ -166,12 +167,12 @@ class Store:
         unwritable. A shard that no longer exists is dropped from memory with its gauges.
         Raises (changing nothing) if the stored copy cannot be read or decoded.
         """
-        validate_shard_key(shard)
+        validate_shard_key(shard, self.options.kinds)
         self.require_configured([shard], "it was reloaded")
         deadline = self.new_deadline()
         with self._writing(shard, deadline, "write in flight"):
             stored = self.backend.read_shard(shard, deadline)
-            state = None if stored is None else opening.decode(self.backend, stored, deadline)
+            state = opening.decode(self.backend, stored, deadline, kinds=self.options.kinds)
             with self._lock:
                 if state is None:
                     self._shards.pop(shard, None)
@@ -185,7 +186,7 @@ class Store:
 
     def get(self, key: str) -> str | None:
         with self._lock:
-            state = self._shards.get(shard_key(key))
+            state = self._shards.get(shard_key(key, self.options.kinds))
             return None if state is None else state.rows.get(key)
 
     def items(self, prefix: str = "") -> list[tuple[str, str]]:
@@ -218,7 +219,7 @@ class Store:
         self._persist(touched, self.new_deadline())
 
     def _apply(self, changes: Mapping[str, str | None]) -> list[str]:
-        owners = {key: shard_key(key) for key in changes}
+        owners = {key: shard_key(key, self.options.kinds) for key in changes}
         self.require_configured(owners.values(), "a key of it was set")
         for key, value in changes.items():
             if value is not None and not isinstance(value, str):
@@ -440,7 +441,7 @@ class Store:
             state.inflight_prior = {}
         try:
             compaction = chunked.encode_compaction(
-                state.key, snapshot, layout, changed, self.options.max_chunks
+                state.key, snapshot, layout, changed, self.options
             )
         except BaseException as error:
             with self._lock:
@@ -681,8 +682,8 @@ class Store:
     def install(self, key: str, rows: Mapping[str, str], legacy_digest: str | None) -> None:
         """Replace a shard's rows wholesale (migration) and mark it dirty."""
         for row in rows:
-            if shard_key(row) != key:
-                raise CorruptShardError(key, f"row {row!r} belongs to shard {shard_key(row)!r}")
+            if (owner := shard_key(row, self.options.kinds)) != key:
+                raise CorruptShardError(key, f"row {row!r} belongs to shard {owner!r}")
         with self._lock:
             state = self._shards.setdefault(key, ShardState(key))
             state.rows = dict(rows)
@@ -700,7 +701,7 @@ class Store:
             with self._lock:
                 rows = dict(self._shards[key].rows)
             try:
-                chunked.encode_compaction(key, rows, None, None, self.options.max_chunks)
+                chunked.encode_compaction(key, rows, None, None, self.options)
             except OversizeError as error:
                 self.metrics.oversize_rejections.labels(key).inc()
                 errors.append(error)

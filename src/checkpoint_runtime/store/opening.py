@@ -27,6 +27,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import CorruptShardError, DeadlineExceeded
 from checkpoint_runtime.format import codec, codec_v3
+from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 from checkpoint_runtime.retry import Backoff, Deadline
 from checkpoint_runtime.store.fencing import Stamp
 from checkpoint_runtime.store.planner import Layout, ShardState
@@ -68,10 +69,12 @@ class Slots:
         return self.backend.read_slot(shard, slot, deadline)
 
 
-def heads(stored: list[StoredShard]) -> dict[str, codec_v3.DecodedHead]:
+def heads(
+    stored: list[StoredShard], kinds: Kinds = COLLECTOR_KINDS
+) -> dict[str, codec_v3.DecodedHead]:
     """The decoded heads of the v3 shards among `stored` (fails closed as decode does)."""
     return {
-        item.shard: codec_v3.decode_head(item.shard, item.blob)
+        item.shard: codec_v3.decode_head(item.shard, item.blob, kinds)
         for item in stored
         if codec_v3.is_v3(item.shard, item.blob)
     }
@@ -134,7 +137,7 @@ def _state(stored: StoredShard, decoded: codec.DecodedShard) -> ShardState:
 
 
 def _read_chunks(
-    source: Slots, stored: StoredShard, head: codec_v3.DecodedHead, deadline: Deadline
+    source: Slots, stored: StoredShard, head: codec_v3.DecodedHead, deadline: Deadline, kinds: Kinds
 ) -> tuple[list[dict[str, str]], list[int], int]:
     """Every active chunk, verified against the manifest: rows, raw bytes of each, compressed
     bytes."""
@@ -165,6 +168,7 @@ def _read_chunks(
             budget,
             encoding=head.encoding,
             chars_budget=chars,
+            kinds=kinds,
         )
         budget -= decoded.raw_bytes
         chars -= decoded.chars
@@ -176,25 +180,28 @@ def _read_chunks(
 
 def decode(
     backend: Backend | Slots,
-    stored: StoredShard,
+    stored: StoredShard | None,
     deadline: Deadline,
     head: codec_v3.DecodedHead | None = None,
+    kinds: Kinds = COLLECTOR_KINDS,
 ) -> ShardState | None:
     """A shard's state from its stored head (`head`: already decoded from `stored`) and its
-    chunks; None if it disappeared meanwhile. Fails closed (CorruptShardError and its kin);
-    never writes."""
+    chunks, its rows spelled by the grammar of `kinds`; None if it is not stored (`stored`
+    None) or disappeared meanwhile. Fails closed (CorruptShardError and its kin); never writes."""
+    if stored is None:
+        return None
     source = backend if isinstance(backend, Slots) else Slots(backend)
     backoff = Backoff()
     for _ in range(CHUNK_REREAD_ATTEMPTS):
         if not codec_v3.is_v3(stored.shard, stored.blob):
-            decoded = codec.decode_stored(stored.shard, stored.blob)
+            decoded = codec.decode_stored(stored.shard, stored.blob, kinds)
             _check_annotations(stored, decoded.format)
             return _state(stored, decoded)
         if head is None:
-            head = codec_v3.decode_head(stored.shard, stored.blob)
+            head = codec_v3.decode_head(stored.shard, stored.blob, kinds)
         _check_annotations(stored, SHARD_FORMAT)
         try:
-            chunks, chunk_raw, chunk_bytes = _read_chunks(source, stored, head, deadline)
+            chunks, chunk_raw, chunk_bytes = _read_chunks(source, stored, head, deadline, kinds)
         except _Moved as moved:
             if moved.stored is None:
                 return None
@@ -202,7 +209,7 @@ def decode(
             if not backoff.pause(deadline, None):
                 break
             continue
-        decoded = codec_v3.assemble(stored.shard, head, chunks)
+        decoded = codec_v3.assemble(stored.shard, head, chunks, kinds)
         state = _state(stored, decoded)
         state.base_prior = decoded.base_prior
         base_raw = sum(chunk_raw) if head.inline is None else head.inline_raw

@@ -15,6 +15,7 @@ from checkpoint_runtime.constants import (
     MAX_CHUNKS_LIMIT,
 )
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 from checkpoint_runtime.store.metrics import StoreMetrics
 
 
@@ -36,6 +37,8 @@ class StoreOptions:
     """Bytes of ConfigMap values the debounced persist sends per second (0: no budget)."""
     shards: frozenset[str] | None = None
     """Discovery by name: exactly these shards (None: by label)."""
+    kinds: Kinds = field(default_factory=lambda: COLLECTOR_KINDS)
+    """The collector kinds whose keys it reads and writes: a kind table's `shapes`."""
     metrics: StoreMetrics | None = None
     clock: Callable[[], float] = field(default=time.monotonic)
 

@@ -70,7 +70,7 @@ class KindTable:
     def parse_entry(self, entry: Mapping[str, Any], path: str) -> CollectorSettings:
         """The settings of one config entry (already schema-valid), by its kind's factory."""
         spec = self.kind(entry["kind"])
-        names = [entry[field] for field in spec.instance_fields]
+        names = [entry[key] for key in spec.instance_fields]
         common = CollectorSettings(
             kind=spec.name,
             namespace=naming.collector_namespace(

@@ -80,7 +80,7 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
         None,
     ),
     "flowlogs-a-day-every-100ms": (  # the fastest poll the schemas allow: fits in chunk slots
-        collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=0.1)),
+        collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=0.1), memory_limit="2Gi"),
         None,
     ),
     "file-store-with-feeds": (

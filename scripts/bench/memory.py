@@ -9,7 +9,10 @@ through /proc/self/clear_refs between phases):
 - OPEN PEAK / DECODED: the peak while `Store.open` decodes the shard, and what stays resident;
 - COMPACT PEAK: the peak while the production encoder (`chunked.encode_compaction`, as a persist
   calls it for a shard without a layout: the snapshot copy, the inline attempt, every chunk)
-  rewrites the whole shard, three times over.
+  rewrites the whole shard, three times over;
+- POLL PEAK (another fresh process): the peak of one poll of the feed's collector at capacity
+  (maxSeenKeys = N): it copies the seen-set, finds one new object, evicts the oldest seen row
+  (sorting the seen-set by object name) and persists.
 
 Per row: DECODED - BASE over N, and each peak's excess over DECODED over N. Sizes are bytes of
 the resident set: repeatable to a few percent, not timings.
@@ -52,57 +55,87 @@ def write(folder: str, rows: int) -> None:
 
     workload = FeedWorkload(SHARD, rows, "uuid", gap_rows=16)
     store = Store.open(
-        FileBackend(Path(folder), STORE),
+        FileBackend(Path(folder) / "store", STORE),
         writer="bench",
         max_chunks=MAX_CHUNKS,
         debounce_seconds=0,
         write_budget_bytes_per_second=0,
     )
     store.batch(workload.rows)
+    feed = Path(folder) / "feed"
+    feed.mkdir()
+    (feed / "zzzz-new.json").write_text('{"record":1}\n')  # named past every seen object
 
 
-def measure(folder: str) -> dict[str, int]:
+def measure(folder: str, phase: str, rows: int) -> dict[str, int]:
+    import io
+
+    import fsspec
+
     import checkpoint_runtime.runtime.lifecycle  # noqa: F401  (what a running runtime imports)
     from checkpoint_runtime.backends.file import FileBackend
+    from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+    from checkpoint_runtime.collectors.sink import JsonLinesSink
     from checkpoint_runtime.store import chunked
     from checkpoint_runtime.store.core import Store
 
+    fsspec.filesystem("file")  # what a file:// feed's collector loads when it is built
     gc.collect()
     base = _status()["VmRSS"]
     _reset_peak()
     store = Store.open(
-        FileBackend(Path(folder), STORE), writer="bench", max_chunks=MAX_CHUNKS, migrate=False
+        FileBackend(Path(folder) / "store", STORE),
+        writer="bench",
+        max_chunks=MAX_CHUNKS,
+        migrate=False,
+        debounce_seconds=0,
     )
     open_peak = _status()["VmHWM"]
     gc.collect()
     decoded = _status()["VmRSS"]
     state = store.shard_states()[SHARD]
+    held = len(state.rows)
     _reset_peak()
-    for _ in range(3):
-        with store._lock:
-            snapshot = dict(state.rows)
-        chunked.encode_compaction(SHARD, snapshot, None, None, MAX_CHUNKS)
-        del snapshot
-    compact_peak = _status()["VmHWM"]
+    if phase == "compact":
+        for _ in range(3):
+            with store._lock:
+                snapshot = dict(state.rows)
+            chunked.encode_compaction(SHARD, snapshot, None, None, MAX_CHUNKS)
+            del snapshot
+    else:  # one poll of the feed at capacity: it finds one new object, evicts one, persists
+        collector = ObjectStoreCollector(
+            store,
+            JsonLinesSink(io.StringIO()),
+            feed=SHARD.split("/")[-1],
+            url=f"file://{Path(folder) / 'feed'}",
+            max_seen_keys=rows,
+        )
+        collector.poll()
     return {
-        "rows": len(state.rows),
+        "rows": held,
         "base": base,
         "open_peak": open_peak,
         "decoded": decoded,
-        "compact_peak": compact_peak,
+        "peak": _status()["VmHWM"],
     }
 
 
 def run_size(rows: int) -> dict[str, int]:
+    """Both phases on one stored shard, each in a fresh process."""
     with tempfile.TemporaryDirectory() as folder:
-        for mode in ("write", "measure"):
+        run = [sys.executable, "-m", "bench.memory", "--rows", str(rows)]
+        subprocess.run([*run, "--write", folder], check=True, capture_output=True)
+        result: dict[str, int] = {}
+        for phase in ("compact", "poll"):
             done = subprocess.run(
-                [sys.executable, "-m", "bench.memory", f"--{mode}", folder, "--rows", str(rows)],
+                [*run, "--measure", folder, "--phase", phase],
                 check=True,
                 capture_output=True,
                 text=True,
             )
-        result: dict[str, int] = json.loads(done.stdout)
+            measured = json.loads(done.stdout)
+            result.update({k: v for k, v in measured.items() if k != "peak"})
+            result[f"{phase}_peak"] = measured["peak"]
         return result
 
 
@@ -111,27 +144,27 @@ def main() -> int:
     args.add_argument("--rows", default="50000,200000,1000000")
     args.add_argument("--write", metavar="FOLDER")
     args.add_argument("--measure", metavar="FOLDER")
+    args.add_argument("--phase", choices=("compact", "poll"), default="compact")
     options = args.parse_args()
     if options.write:
         write(options.write, int(options.rows))
         return 0
     if options.measure:
-        print(json.dumps(measure(options.measure)))
+        print(json.dumps(measure(options.measure, options.phase, int(options.rows))))
         return 0
-    header = ("ROWS", "BASE MB", "DECODED MB", "OPEN PEAK MB", "COMPACT PEAK MB")
-    print(" ".join(f"{h:>15}" for h in header) + "   B/ROW decoded / open / compact")
+    keys = ("base", "decoded", "open_peak", "compact_peak", "poll_peak")
+    header = ("ROWS", "BASE MB", "DECODED MB", "OPEN PEAK MB", "COMPACT PEAK MB", "POLL PEAK MB")
+    print(" ".join(f"{h:>15}" for h in header) + "   B/ROW decoded / open / compact / poll")
     for size in (int(text) for text in options.rows.split(",")):
         m = run_size(size)
         n = m["rows"]
-        mb = [m[k] / 1e6 for k in ("base", "decoded", "open_peak", "compact_peak")]
-        per_row = (
-            (m["decoded"] - m["base"]) / n,
-            (m["open_peak"] - m["decoded"]) / n,
-            (m["compact_peak"] - m["decoded"]) / n,
-        )
+        per_row = [(m["decoded"] - m["base"]) / n]
+        per_row += [
+            (m[key] - m["decoded"]) / n for key in ("open_peak", "compact_peak", "poll_peak")
+        ]
         print(
             f"{n:>15} "
-            + " ".join(f"{value:>15.1f}" for value in mb)
+            + " ".join(f"{m[key] / 1e6:>15.1f}" for key in keys)
             + "   "
             + " / ".join(f"{value:.0f}" for value in per_row)
         )

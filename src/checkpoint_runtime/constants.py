@@ -161,8 +161,9 @@ PROJECTION_CACHE_KIND: Final = "projection-v1"
 # the memory projection (runtime/projection.py): the peak resident memory of the runtime process
 # at its configured bounds, from figures measured with `PYTHONPATH=scripts python -m bench.memory`
 # (VmRSS/VmHWM of a fresh process that opens a file store of N uuid seen rows at maxChunks 32, then
-# rewrites that shard whole through the production encoder three times; N = 50,000, 200,000 and
-# 1,000,000): the largest figure per row over those sizes, rounded up.
+# rewrites that shard whole through the production encoder three times, or polls its feed at
+# capacity; N = 50,000, 200,000 and 1,000,000): the largest figure per row over those sizes,
+# rounded up.
 # resident bytes of one decoded row (its key and value strings and its entry in the shard's dict);
 # measured MEASURED_DECODED
 MEMORY_DECODED_BYTES_PER_ROW: Final = 400
@@ -170,6 +171,10 @@ MEMORY_DECODED_BYTES_PER_ROW: Final = 400
 # snapshot copy, the partition, the inline attempt and the chunks' encoders); measured
 # MEASURED_COMPACTION
 MEMORY_COMPACTION_BYTES_PER_ROW: Final = 600
+# what one poll of a feed at capacity adds while it runs, per row of its shard (the copy of its
+# seen-set, the eviction's sort of it by object name, its batch's persist); measured
+# MEASURED_POLL
+MEMORY_POLL_BYTES_PER_ROW: Final = 700
 # the process without rows: VmHWM of `checkpoint-runtime run` with the file store and a file://
 # feed, 39 MB; with the kubernetes backend imported and an S3 client that has made a request,
 # 83 MB; rounded up to 96 MiB.

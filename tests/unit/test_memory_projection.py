@@ -8,6 +8,7 @@ wrong fails here."""
 from __future__ import annotations
 
 import gc
+import io
 import json
 import logging
 import tracemalloc
@@ -19,10 +20,13 @@ import pytest
 
 from checkpoint_runtime import cli
 from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.collectors.sink import JsonLinesSink
 from checkpoint_runtime.constants import (
     MEMORY_BASELINE_BYTES,
     MEMORY_COMPACTION_BYTES_PER_ROW,
     MEMORY_DECODED_BYTES_PER_ROW,
+    MEMORY_POLL_BYTES_PER_ROW,
     PERSIST_CONCURRENCY,
 )
 from checkpoint_runtime.errors import MemoryLimitError, UsageError
@@ -34,7 +38,7 @@ from checkpoint_runtime.store import chunked
 from checkpoint_runtime.store.core import Store
 
 MI = 1_048_576
-PER_ROW = MEMORY_DECODED_BYTES_PER_ROW + MEMORY_COMPACTION_BYTES_PER_ROW
+PER_ROW = MEMORY_DECODED_BYTES_PER_ROW + MEMORY_COMPACTION_BYTES_PER_ROW  # every shard's row
 
 
 def config(*max_seen: int, max_chunks: int = 32, folder: str = "/tmp/x") -> dict[str, Any]:
@@ -82,18 +86,23 @@ def test_anything_else_is_a_named_usage_error(text: str) -> None:
 # ---- the projection -----------------------------------------------------------------------------
 
 
-def test_the_projection_is_the_process_every_row_decoded_and_the_largest_rewrite() -> None:
+def test_the_projection_is_the_process_every_row_decoded_the_polls_and_the_rewrites() -> None:
     items = shards(config(1_000_000, 5000))
     report = projection.memory(items)
     rows = sum(item.rows for item in items)
     feed = items[0]
     assert feed.knob == "collectors[0].maxSeenKeys"
     assert feed.rows > 1_000_000
+    assert items[2].knob == "collectors[2].replayWindowSeconds"  # flowlogs: no seen-set to poll
     assert report.rows == rows
     assert report.decoded_bytes == rows * MEMORY_DECODED_BYTES_PER_ROW
+    feeds = items[0].rows + items[1].rows
+    assert report.poll_bytes == feeds * MEMORY_POLL_BYTES_PER_ROW
     # every shard compacts (there are fewer than PERSIST_CONCURRENCY of them)
     assert report.compaction_bytes == rows * MEMORY_COMPACTION_BYTES_PER_ROW
-    assert report.projected_bytes == MEMORY_BASELINE_BYTES + rows * PER_ROW
+    assert report.projected_bytes == (
+        MEMORY_BASELINE_BYTES + rows * PER_ROW + feeds * MEMORY_POLL_BYTES_PER_ROW
+    )
     assert report.knob == "collectors[0].maxSeenKeys"
     assert report.limit_bytes is None
     assert report.fits
@@ -106,6 +115,9 @@ def test_only_as_many_shards_compact_at_once_as_a_persist_writes() -> None:
     assert set(report.compacting) == {item.shard for item in largest}
     assert report.compaction_bytes == sum(i.rows for i in largest) * MEMORY_COMPACTION_BYTES_PER_ROW
     assert report.decoded_bytes == sum(i.rows for i in items) * MEMORY_DECODED_BYTES_PER_ROW
+    feeds = [item for item in items if item.knob.endswith(".maxSeenKeys")]
+    assert len(feeds) == PERSIST_CONCURRENCY + 2  # every feed polls in its own thread
+    assert report.poll_bytes == sum(i.rows for i in feeds) * MEMORY_POLL_BYTES_PER_ROW
 
 
 def test_a_million_uuid_seen_keys_do_not_fit_the_charts_default_512mi() -> None:
@@ -328,4 +340,36 @@ def test_a_whole_rewrite_takes_no_more_than_the_projection_says(stored: Path) ->
     finally:
         tracemalloc.stop()
     bound = len(rows) * MEMORY_COMPACTION_BYTES_PER_ROW
+    assert bound / 3 < peak <= bound
+
+
+def test_a_poll_at_capacity_takes_no_more_than_the_projection_says(
+    stored: Path, tmp_path: Path
+) -> None:
+    """The feed's collector at maxSeenKeys finds one new object: it copies its seen-set, evicts
+    the oldest row (a sort of the whole set by object name) and persists (last: it writes)."""
+    feed = tmp_path / "feed"
+    feed.mkdir()
+    (feed / "zzzz-new.json").write_text('{"record":1}\n')  # named past every seen object
+    store = Store.open(
+        FileBackend(stored, "cr"), writer="r", max_chunks=32, migrate=False, debounce_seconds=0
+    )
+    collector = ObjectStoreCollector(
+        store,
+        JsonLinesSink(io.StringIO()),
+        feed="measured",
+        url=f"file://{feed}",
+        max_seen_keys=MEASURED_ROWS,
+    )
+    rows = len(store.shard_states()[SHARD].rows)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        assert collector.poll() == 1
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert len(store.shard_states()[SHARD].rows) == rows  # one seen row in, one evicted
+    bound = rows * MEMORY_POLL_BYTES_PER_ROW
     assert bound / 3 < peak <= bound

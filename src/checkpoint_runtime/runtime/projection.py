@@ -26,10 +26,12 @@ ETCD_QUOTA_WARN_FRACTION of it, `project` and the render gate warn.
 `memory` is the third: the peak resident memory the process needs at the configured bounds,
 against the container's memory limit (startup reads it from its cgroup, the render gate from the
 rendered Deployment, `project` from --memory-limit). Every shard is held decoded
-(MEMORY_DECODED_BYTES_PER_ROW a row), and a compaction that rewrites a shard whole adds
-MEMORY_COMPACTION_BYTES_PER_ROW a row of it while it encodes; a persist writes up to
+(MEMORY_DECODED_BYTES_PER_ROW a row); a feed's poll at capacity copies its seen-set and sorts it
+to evict (MEMORY_POLL_BYTES_PER_ROW a row of its shard; every collector polls in its own thread,
+so all feeds are counted at once); a compaction that rewrites a shard whole adds
+MEMORY_COMPACTION_BYTES_PER_ROW a row of it while it encodes (a persist writes up to
 PERSIST_CONCURRENCY shards at once, so the compactions of that many of the largest shards are
-counted together; plus the process itself (MEMORY_BASELINE_BYTES). The figures are measured
+counted together); plus the process itself (MEMORY_BASELINE_BYTES). The figures are measured
 (constants.py says how). A limit below the projection is refused (MemoryLimitError): a process
 killed for memory at open or at its first compaction would restart into the same end.
 """
@@ -51,6 +53,7 @@ from checkpoint_runtime.constants import (
     MEMORY_BASELINE_BYTES,
     MEMORY_COMPACTION_BYTES_PER_ROW,
     MEMORY_DECODED_BYTES_PER_ROW,
+    MEMORY_POLL_BYTES_PER_ROW,
     PERSIST_CONCURRENCY,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_CHUNK_SKEW_SIGMAS,
@@ -290,6 +293,7 @@ class MemoryProjection:
 
     baseline_bytes: int
     decoded_bytes: int
+    poll_bytes: int
     compaction_bytes: int
     compacting: tuple[str, ...]
     """The shards whose whole rewrites are counted at once (the largest, PERSIST_CONCURRENCY
@@ -298,12 +302,14 @@ class MemoryProjection:
     knob: str
     """The collector knob of the largest shard ("" without a shard)."""
     knob_rows: int
+    knob_row_bytes: int
+    """What one row of that shard counts for (decoded, compacting, and polling for a feed)."""
     limit_bytes: int | None = None
     """The container's memory limit (None: unlimited or unknown, nothing to check)."""
 
     @property
     def projected_bytes(self) -> int:
-        return self.baseline_bytes + self.decoded_bytes + self.compaction_bytes
+        return self.baseline_bytes + self.decoded_bytes + self.poll_bytes + self.compaction_bytes
 
     @property
     def fits(self) -> bool:
@@ -319,16 +325,16 @@ class MemoryProjection:
         (None: no limit, no knob, or not even without it)."""
         if self.limit_bytes is None or not self.knob or not self.compacting:
             return None
-        per_row = MEMORY_DECODED_BYTES_PER_ROW + MEMORY_COMPACTION_BYTES_PER_ROW
-        rest = self.projected_bytes - self.knob_rows * per_row
-        rows = (self.limit_bytes - rest) // per_row
+        rest = self.projected_bytes - self.knob_rows * self.knob_row_bytes
+        rows = (self.limit_bytes - rest) // self.knob_row_bytes
         return rows if rows > 0 else None
 
     def summary(self) -> str:
         text = (
             f"{self.projected_bytes} bytes ({self.needed_mebibytes}Mi): "
             f"{self.baseline_bytes} for the process, {self.decoded_bytes} for {self.rows} "
-            f"decoded rows, {self.compaction_bytes} while "
+            f"decoded rows, {self.poll_bytes} while the feeds poll at capacity, "
+            f"{self.compaction_bytes} while "
             f"{_shards(self.compacting)} compact{'s' if len(self.compacting) == 1 else ''}"
         )
         if self.limit_bytes is None:
@@ -357,16 +363,25 @@ def memory(projections: list[ShardProjection], limit_bytes: int | None = None) -
     largest = sorted(projections, key=lambda item: item.rows, reverse=True)
     compacting = largest[:PERSIST_CONCURRENCY]
     top = largest[0] if largest else None
+    per_row = MEMORY_DECODED_BYTES_PER_ROW + MEMORY_COMPACTION_BYTES_PER_ROW
     return MemoryProjection(
         baseline_bytes=MEMORY_BASELINE_BYTES,
         decoded_bytes=rows * MEMORY_DECODED_BYTES_PER_ROW,
+        poll_bytes=sum(item.rows for item in projections if _polls(item))
+        * MEMORY_POLL_BYTES_PER_ROW,
         compaction_bytes=sum(item.rows for item in compacting) * MEMORY_COMPACTION_BYTES_PER_ROW,
         compacting=tuple(item.shard for item in compacting),
         rows=rows,
         knob=top.knob if top is not None else "",
         knob_rows=top.rows if top is not None else 0,
+        knob_row_bytes=per_row + (MEMORY_POLL_BYTES_PER_ROW if top and _polls(top) else 0),
         limit_bytes=limit_bytes,
     )
+
+
+def _polls(item: ShardProjection) -> bool:
+    """A feed: its poll copies and sorts its seen-set (bounded by maxSeenKeys)."""
+    return item.knob.endswith(".maxSeenKeys")
 
 
 def memory_misfit(report: MemoryProjection) -> MemoryLimitError | None:

@@ -33,7 +33,7 @@ MEMORY_COMPACTION_BYTES_PER_ROW a row of it while it encodes (a persist writes u
 PERSIST_CONCURRENCY shards at once, so the compactions of that many of the largest shards are
 counted together); plus the process itself (MEMORY_BASELINE_BYTES). The figures are measured
 (constants.py says how). A limit below the projection is refused (MemoryLimitError): a process
-killed for memory at open or at its first compaction would restart into the same end.
+killed for memory at open, at a poll or at a compaction would restart into the same end.
 """
 
 from __future__ import annotations
@@ -357,8 +357,8 @@ def _shards(names: tuple[str, ...]) -> str:
 
 
 def memory(projections: list[ShardProjection], limit_bytes: int | None = None) -> MemoryProjection:
-    """The runtime's peak memory for these shards: every shard decoded, the largest shards'
-    whole rewrites at once, the process itself."""
+    """The runtime's peak memory for these shards: every shard decoded, every feed polling at
+    capacity, the largest shards' whole rewrites at once, the process itself."""
     rows = sum(item.rows for item in projections)
     largest = sorted(projections, key=lambda item: item.rows, reverse=True)
     compacting = largest[:PERSIST_CONCURRENCY]
@@ -399,7 +399,7 @@ def memory_misfit(report: MemoryProjection) -> MemoryLimitError | None:
         )
     message = (
         f"the runtime's peak memory is projected at {report.summary()}: it would be killed "
-        f"for memory at open or at its first compaction; {advice}"
+        f"for memory when its state grows there (at open, a poll or a compaction); {advice}"
     )
     return MemoryLimitError(report.knob, message, report.projected_bytes, report.limit_bytes)
 

@@ -35,7 +35,7 @@ def million_uuid_seen_keys(**extra: Any) -> dict[str, Any]:
 def with_memory_limit(limit: str) -> dict[str, Any]:
     return {
         "resources": {
-            "requests": {"cpu": "50m", "memory": "128Mi"},
+            "requests": {"cpu": "50m", "memory": "32Mi"},
             "limits": {"cpu": "500m", "memory": limit},
         }
     }

@@ -17,7 +17,7 @@ through /proc/self/clear_refs between phases):
 Per row: DECODED - BASE over N, and each peak's excess over DECODED over N. Sizes are bytes of
 the resident set: repeatable to a few percent, not timings.
 
-    PYTHONPATH=scripts .venv/bin/python -m bench.memory [--rows 50000,200000,1000000]
+    PYTHONPATH=scripts .venv/bin/python -m bench.memory [--rows 50000,200000,1000000] [--quick]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench.report import Report, Table, emit, parser
 
 STORE = "memory-bench"
 SHARD = "objectstore/memory-bench"
@@ -139,11 +141,39 @@ def run_size(rows: int) -> dict[str, int]:
         return result
 
 
+COLUMNS = ("ROWS", "BASE MB", "DECODED MB", "OPEN PEAK MB", "COMPACT PEAK MB", "POLL PEAK MB")
+PER_ROW = ("B/ROW DECODED", "B/ROW OPEN", "B/ROW COMPACT", "B/ROW POLL")
+
+
+def run(quick: bool = False, sizes: tuple[int, ...] = (50_000, 200_000, 1_000_000)) -> Report:
+    """One table row per size (--quick: 20,000 rows only)."""
+    rows = []
+    for size in (20_000,) if quick else sizes:
+        m = run_size(size)
+        n = m["rows"]
+        keys = ("base", "decoded", "open_peak", "compact_peak", "poll_peak")
+        per_row = [(m["decoded"] - m["base"]) / n]
+        per_row += [(m[k] - m["decoded"]) / n for k in ("open_peak", "compact_peak", "poll_peak")]
+        rows.append(
+            [f"{n:,}", *(f"{m[k] / 1e6:.1f}" for k in keys), *(f"{v:.0f}" for v in per_row)]
+        )
+    table = Table(
+        "Resident memory of a store of uuid seen rows",
+        [*COLUMNS, *PER_ROW],
+        rows,
+        [
+            "B/ROW: DECODED - BASE, and each peak's excess over DECODED, over the rows; the "
+            "MEMORY_* constants of the projection are the largest of each, rounded up."
+        ],
+    )
+    return Report("memory", [table])
+
+
 def main() -> int:
-    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args.add_argument("--rows", default="50000,200000,1000000")
-    args.add_argument("--write", metavar="FOLDER")
-    args.add_argument("--measure", metavar="FOLDER")
+    args = parser(__doc__)
+    args.add_argument("--rows", default="50000,200000,1000000", help="sizes, comma-separated")
+    args.add_argument("--write", metavar="FOLDER", help=argparse.SUPPRESS)
+    args.add_argument("--measure", metavar="FOLDER", help=argparse.SUPPRESS)
     args.add_argument("--phase", choices=("compact", "poll"), default="compact")
     options = args.parse_args()
     if options.write:
@@ -152,23 +182,8 @@ def main() -> int:
     if options.measure:
         print(json.dumps(measure(options.measure, options.phase, int(options.rows))))
         return 0
-    keys = ("base", "decoded", "open_peak", "compact_peak", "poll_peak")
-    header = ("ROWS", "BASE MB", "DECODED MB", "OPEN PEAK MB", "COMPACT PEAK MB", "POLL PEAK MB")
-    print(" ".join(f"{h:>15}" for h in header) + "   B/ROW decoded / open / compact / poll")
-    for size in (int(text) for text in options.rows.split(",")):
-        m = run_size(size)
-        n = m["rows"]
-        per_row = [(m["decoded"] - m["base"]) / n]
-        per_row += [
-            (m[key] - m["decoded"]) / n for key in ("open_peak", "compact_peak", "poll_peak")
-        ]
-        print(
-            f"{n:>15} "
-            + " ".join(f"{m[key] / 1e6:>15.1f}" for key in keys)
-            + "   "
-            + " / ".join(f"{value:.0f}" for value in per_row)
-        )
-    return 0
+    sizes = tuple(int(text) for text in options.rows.split(","))
+    return emit(run(options.quick, sizes), options)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 ON_PLANE = ("persist", "store_ops", "scale", "etcd_cost")
 """Benchmarks that take the shared control plane (`run(quick, plane)`)."""
-EXTERNAL = ("render", "store", "cli", "rowblock")
+BEFORE_PLANE = ("codec", "rowblock")
+"""Benchmarks of pure encoding, run first (no control plane)."""
+EXTERNAL = ("render", "store", "cli")
 """Benchmarks skipped with --no-external (the slow or self-contained ones)."""
 SECTIONS = (
     ("codec", "1. Codec"),
@@ -54,7 +56,7 @@ SECTIONS = (
     ("cli", "8. CLI start-up, whole processes"),
     ("rowblock", "9. Row block layout"),
 )
-TARGET_ORDER = ("codec", "scale", "store_ops", "render", "etcd_cost")
+TARGET_ORDER = ("rowblock", "scale", "store_ops", "render", "etcd_cost")
 
 
 def module(name: str) -> ModuleType:
@@ -137,7 +139,8 @@ def control_plane(given: Any | None) -> Iterator[Any]:
 def collect(plane: Any | None = None, quick: bool = False, external: bool = True) -> Results:
     began = time.monotonic()
     results = Results(quick=quick, load_before=os.getloadavg())
-    results.ran["codec"] = run_one("codec", quick)
+    for name in BEFORE_PLANE:
+        results.ran[name] = run_one(name, quick)
     with control_plane(plane) as live:
         for name in ON_PLANE:
             options: dict[str, Any] = {"plane": live}

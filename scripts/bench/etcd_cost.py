@@ -36,6 +36,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+from bench.codec import entropy_bytes
 from bench.report import Report, Table, Target, emit, parser
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
@@ -644,9 +645,26 @@ def amplification_targets(measured: EtcdMeasured) -> list[Target]:
             ", ".join(f"{r.shape} {r.rows:,}: {median(r.amplification):.1f}x" for r in ones),
             all(median(r.amplification) <= AMPLIFICATION_P50 for r in ones),
             f"worst: {worst.shape} {worst.rows:,} rows ({worst.objects} object(s)). "
-            + AMPLIFICATION_WHY,
+            + AMPLIFICATION_WHY
+            + one_object_floor(worst),
         )
     ]
+
+
+def one_object_floor(run: WalRun) -> str:
+    """Why a shard kept in one object cannot go below a floor: every persist rewrites the
+    object, which holds at least the rows' entropy, against a change of one compressed row."""
+    if run.objects != 1:
+        return ""
+    entropy = entropy_bytes(run.shape, run.rows)
+    change = median(run.change_bytes)
+    return (
+        f" Kept in one object, no encoding can write less per persist than the rows' entropy "
+        f"({entropy:,.0f} B for {run.rows:,} {run.shape} rows), so its amplification is at "
+        f"least {entropy / change:.0f}x (entropy / {change:,.0f} B of compressed change): "
+        f"under {AMPLIFICATION_P50:g}x only with the base in a chunk slot, a second object, "
+        f"which the one-object-per-collector target rules out at these sizes."
+    )
 
 
 def budget_target(item: BudgetRun) -> Target:

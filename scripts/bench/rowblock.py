@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import codec as codec_bench
-from bench.report import Report, Table, emit, parser
+from bench.report import Report, Table, Target, emit, parser, verdict
 from checkpoint_runtime.format import codec, codec_v3, rowblock
 from checkpoint_runtime.format.codec_v3 import Manifest
 from checkpoint_runtime.format.gzipmembers import gzip_fixed
@@ -34,7 +34,7 @@ BYTES_TARGET = {"old-design": 0.62, "uuid": 0.70}
 DECODE_TARGET = 1.0
 
 
-def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
+def measure(shape: str, seen_rows: int, repetitions: int) -> tuple[list[str], Target]:
     shard = codec_bench.SHARD
     rows = FeedWorkload(shard, seen_rows, shape).rows
     payload = rowblock.encode(rows, shard=shard)
@@ -66,7 +66,17 @@ def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
     ratio = len(block) / len(baseline)
     decode_ratio = statistics.median(paired)
     met = ratio <= BYTES_TARGET[shape] and decode_ratio <= DECODE_TARGET
-    return [
+    target = Target(
+        f"base encoding (row block), {shape} workload ({seen_rows} rows)",
+        f"bytes <= {BYTES_TARGET[shape]}x baseline, decode <= {DECODE_TARGET:g}x",
+        f"bytes {ratio:.3f}x, decode {decode_ratio:.2f}x",
+        met,
+        f"bytes {len(block):,} vs baseline {len(baseline):,} "
+        f"({verdict(ratio, BYTES_TARGET[shape])}), {len(block) / bound:.2f}x the entropy bound "
+        f"(v2 {len(envelope) / bound:.2f}x); decode {median['rowblock']:.2f} ms vs "
+        f"{median['baseline']:.2f} ms ({verdict(decode_ratio, DECODE_TARGET)}, paired median).",
+    )
+    row = [
         shape,
         f"{len(block):,}",
         f"{len(gzip_fixed(payload)):,}",
@@ -79,12 +89,14 @@ def measure(shape: str, seen_rows: int, repetitions: int) -> list[str]:
         f"{min(samples['rowblock']) / min(samples['baseline']):.2f}",
         "met" if met else "MISSED",
     ]
+    return row, target
 
 
 def run(quick: bool = False, seen_rows: int | None = None) -> Report:
     """The row block beside the baseline and the v2 envelope: one table."""
     count = seen_rows or (1000 if quick else codec_bench.ROWS_AT)
     repetitions = 3 if quick else 41
+    measured = [measure(shape, count, repetitions) for shape in SHAPES]
     table = Table(
         f"Row block at {count} seen rows (one feed shard; decode ms are medians)",
         [
@@ -100,7 +112,7 @@ def run(quick: bool = False, seen_rows: int | None = None) -> Report:
             "ratio of minimums",
             "verdict",
         ],
-        [measure(shape, count, repetitions) for shape in SHAPES],
+        [row for row, _ in measured],
         [
             "Row block: a v3 head with its inline row-block base member, as the store writes "
             "it (libdeflate 9); decode = codec_v3.decode_head + assemble with every check. "
@@ -112,7 +124,7 @@ def run(quick: bool = False, seen_rows: int | None = None) -> Report:
             codec_bench.ENTROPY_NOTES,
         ],
     )
-    return Report("Row block layout", [table])
+    return Report("Row block layout", [table], [target for _, target in measured])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Store performance at scale on a real kube-apiserver + etcd (the gzip-shards-v2 write path).
+"""Store performance at scale on a real kube-apiserver + etcd (the store's write path: v3 head).
 
 1. Persist of a 5000-row shard after 1 or 100 changed rows (Store.flush: the stored base plus one
    delta, or a new base past the compaction bound) against a raw PUT of the very blob the store

@@ -36,8 +36,8 @@ def bench_all() -> Iterator[ModuleType]:
 
 @pytest.fixture(scope="module")
 def quick(bench_all: ModuleType, control_plane: Any) -> Any:
-    """codec, persist, store_ops, scale and etcd_cost once, --quick sizes, on the session's
-    control plane."""
+    """codec, rowblock, persist, store_ops, scale and etcd_cost once, --quick sizes, on the
+    session's control plane."""
     return bench_all.collect(control_plane, quick=True, external=False)
 
 
@@ -73,7 +73,7 @@ def test_codec_script_quick_prints_its_tables() -> None:
 def test_every_benchmark_quick_prints_well_formed_tables(
     quick: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in ("codec", "persist", "store_ops", "scale", "etcd_cost"):
+    for name in ("codec", "rowblock", "persist", "store_ops", "scale", "etcd_cost"):
         report = quick.report(name)
         assert report is not None, name
         _assert_well_formed(report.tables)
@@ -110,7 +110,7 @@ def test_all_writes_the_report_and_plots(bench_all: ModuleType, quick: Any, tmp_
     text = document.read_text()
     assert "## Targets" in text
     for name in (
-        "codec, uuid workload",
+        "base encoding (row block), uuid workload",
         "persist after 1 changed row(s), uuid",
         "persist after 100 changed row(s), uuid",
         "saturated round",

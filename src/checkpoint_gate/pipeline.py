@@ -126,15 +126,21 @@ class Gate:
 
 
 def runtime_findings(manifests: Sequence[Manifest]) -> list[Finding]:
-    """What `checkpoint-runtime run` would refuse at startup on the rendered config.json."""
+    """What `checkpoint-runtime run` would refuse at startup on the rendered config.json (and,
+    MEM-1, in a container with the rendered memory limit)."""
     return [
         Finding(
             CHECK_RUNTIME,
             Level.DENY,
-            "RUNTIME",
+            refusal.rule,
             refusal.values_key,
-            f"{refusal.message} (the runtime refuses config key "
-            f"{refusal.config_key or '<root>'} at startup: the pods would crash-loop)",
+            f"{refusal.message} (the runtime refuses "
+            + (
+                "to start under this memory limit"
+                if refusal.rule == runtime_check.MEMORY_RULE
+                else f"config key {refusal.config_key or '<root>'} at startup"
+            )
+            + ": the pods would crash-loop)",
             refusal.source,
         )
         for refusal in runtime_check.refusals(manifests)

@@ -158,6 +158,34 @@ PROJECTION_GAP_ROWS: Final = 16
 USER_CACHE_ENV: Final = "XDG_CACHE_HOME"
 USER_CACHE_FOLDER: Final = "checkpoint-runtime"
 PROJECTION_CACHE_KIND: Final = "projection-v1"
+# the memory projection (runtime/projection.py): the peak resident memory of the runtime process
+# at its configured bounds, from figures measured with `PYTHONPATH=scripts python -m bench.memory`
+# (VmRSS/VmHWM of a fresh process that opens a file store of N uuid seen rows at maxChunks 32, then
+# rewrites that shard whole through the production encoder three times, or polls its feed at
+# capacity; N = 50,000, 200,000 and 1,000,000): the largest figure per row over those sizes,
+# rounded up.
+# resident bytes of one decoded row (its key and value strings and its entry in the shard's dict);
+# measured 367 / 357 / 357 bytes a row (tracemalloc counts 288 of them)
+MEMORY_DECODED_BYTES_PER_ROW: Final = 400
+# what a compaction that rewrites a shard whole adds while it runs, per row of that shard (the
+# snapshot copy, the partition, the inline attempt and the chunks' encoders); measured
+# 478 / 548 / 547 (tracemalloc's peak: 485)
+MEMORY_COMPACTION_BYTES_PER_ROW: Final = 600
+# what one poll of a feed at capacity adds while it runs, per row of its shard (the copy of its
+# seen-set, the eviction's sort of it by object name, its batch's persist); measured
+# 652 / 699 / 633 (tracemalloc's peak: 537)
+MEMORY_POLL_BYTES_PER_ROW: Final = 750
+# the process without rows: VmHWM of `checkpoint-runtime run` with the file store and a file://
+# feed, 39 MB; with the kubernetes backend imported and an S3 client that has made a request,
+# 83 MB; rounded up to 96 MiB.
+MEMORY_BASELINE_BYTES: Final = 96 * 1_048_576
+# where the container's memory limit is read at startup: cgroup v2 `memory.max` ("max":
+# unlimited), v1 `memory/memory.limit_in_bytes` (unlimited is a page-rounded 2**63 - 1, so
+# anything from CGROUP_UNLIMITED_BYTES up is no limit); the process's own cgroup (its path in
+# /proc/self/cgroup) when visible there, else the mount's root (a container's own namespace).
+CGROUP_ROOT: Final = "/sys/fs/cgroup"
+CGROUP_SELF: Final = "/proc/self/cgroup"
+CGROUP_UNLIMITED_BYTES: Final = 2**62
 # the gate's policy module compiled by wasmtime (serialized), keyed by the module's digest and
 # the wasmtime version
 POLICY_CACHE_KIND: Final = "policy-wasm-v1"

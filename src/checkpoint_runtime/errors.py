@@ -270,6 +270,17 @@ class StorePathError(ConfigError):
         self.reason = reason
 
 
+class MemoryLimitError(ConfigError):
+    """The container's memory limit is below the memory the runtime is projected to need at its
+    configured bounds: it would be killed for memory at open or at the first compaction, and
+    restarted into the same end. `path` names the collector knob of the largest shard."""
+
+    def __init__(self, path: str, message: str, projected_bytes: int, limit_bytes: int) -> None:
+        super().__init__(path, message)
+        self.projected_bytes = projected_bytes
+        self.limit_bytes = limit_bytes
+
+
 class NoStoreError(CheckpointError):
     """A read-only command found no checkpoint store where it was pointed; nothing was created."""
 

@@ -31,11 +31,19 @@ def flowlogs(**extra: Any) -> dict[str, Any]:
     return {"kind": "flowlogs", "url": "http://flowlogs.corp.svc:8080/api/v1/flows", **extra}
 
 
-def collectors(*entries: dict[str, Any], max_chunks: int | None = None) -> dict[str, Any]:
+def collectors(
+    *entries: dict[str, Any], max_chunks: int | None = None, memory_limit: str | None = None
+) -> dict[str, Any]:
     checkpoint: dict[str, Any] = {"collectors": list(entries)}
     if max_chunks is not None:
         checkpoint["store"] = {"maxChunks": max_chunks}
-    return {"checkpoint": checkpoint}
+    if memory_limit is None:
+        return {"checkpoint": checkpoint}
+    # A memory limit the state fits in: the runtime here reads no cgroup limit, the gate the
+    # rendered one (its check of the limit is tests/render/test_gate_memory.py).
+    limits = {"cpu": "500m", "memory": memory_limit}
+    resources = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": limits}
+    return {"checkpoint": checkpoint, "resources": resources}
 
 
 # name -> (values, the values key the refusal must name, or None when both accept)
@@ -56,11 +64,11 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
         "checkpoint.collectors[0].maxSeenKeys",
     ),
     "feed-500000-seen-keys-in-32-chunk-slots": (
-        collectors(feed("audit", maxSeenKeys=500_000), max_chunks=32),
+        collectors(feed("audit", maxSeenKeys=500_000), max_chunks=32, memory_limit="2Gi"),
         None,
     ),
     "feed-1000000-seen-keys-in-32-chunk-slots": (
-        collectors(feed("audit", maxSeenKeys=1_000_000), max_chunks=32),
+        collectors(feed("audit", maxSeenKeys=1_000_000), max_chunks=32, memory_limit="2Gi"),
         None,
     ),
     "second-feed-too-large": (
@@ -72,7 +80,7 @@ CASES: dict[str, tuple[dict[str, Any], str | None]] = {
         None,
     ),
     "flowlogs-a-day-every-100ms": (  # the fastest poll the schemas allow: fits in chunk slots
-        collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=0.1)),
+        collectors(flowlogs(replayWindowSeconds=86_400, pollSeconds=0.1), memory_limit="2Gi"),
         None,
     ),
     "file-store-with-feeds": (

@@ -1,6 +1,7 @@
 """Property: every values document the chart's schema accepts renders and passes the whole gate,
 except where the runtime's own startup check refuses the rendered config (a shard too large for
-one ConfigMap): there the gate denies it, and nowhere else.
+its ConfigMaps, a state the rendered memory limit cannot hold): there the gate denies it, and
+nowhere else.
 
 Documents are generated from charts/checkpoint-runtime/values.schema.json (see
 values_strategies.py for how), 1,000 per run, keeping to the cross-field relations the schema
@@ -21,7 +22,7 @@ from values_strategies import renderable_values_documents, values_documents
 
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_gate.pipeline import CHECK_RUNTIME, Gate
-from checkpoint_gate.runtime_check import rendered_config
+from checkpoint_gate.runtime_check import memory_limit, rendered_config
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.runtime import startup
 
@@ -50,12 +51,16 @@ def test_every_valid_values_document_renders_and_passes_every_policy(
         if f.level.value == "deny" and f.check != CHECK_RUNTIME
     ]
     assert denied == []
-    # The one check the schema cannot carry: the runtime's startup check (shard size
-    # projection). The gate denies exactly what the runtime refuses on the rendered config.
+    # The one check the schema cannot carry: the runtime's startup check (shard size and memory
+    # projections). The gate denies exactly what the runtime refuses on the rendered config, in
+    # a container with the rendered memory limit.
     config = rendered_config(result.manifests)
     assert config is not None
+    limit = memory_limit(result.manifests)  # what `run` would read from its cgroup
     try:
-        startup.check(json.loads(config.document["data"]["config.json"]))
+        startup.check(
+            json.loads(config.document["data"]["config.json"]), None if limit is None else limit[0]
+        )
         refused = False
     except ConfigError:
         refused = True

@@ -248,21 +248,26 @@ def _project(args: argparse.Namespace) -> int:
         "limit free in every slot"
     )
     etcd = projection.etcd_report(settings)
+    limit = None if args.memory_limit is None else projection.memory_bytes(args.memory_limit)
+    memory = projection.memory(projections, limit)
     document = {
         "shape": args.shape,
         "max_chunks": max_chunks,
         "max_rows_headroom_ratio": PROJECTION_ADVICE_HEADROOM,
         "shards": rows,
         "etcd": etcd.as_dict(),
+        "memory": memory.as_dict(),
     }
-    _print(args, document, f"{text}\n{note}\netcd: {etcd.message()}")
+    text = f"{text}\n{note}\netcd: {etcd.message()}\nmemory: projected at {memory.summary()}"
+    _print(args, document, text)
     if etcd.warns:
         print(f"warning: {etcd.message()}", file=sys.stderr)
-    error = projection.misfit(projections)
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return ExitCode.FINDING
-    return ExitCode.OK
+    failed = False
+    for error in (projection.misfit(projections), projection.memory_misfit(memory)):
+        if error is not None:
+            print(f"error: {error}", file=sys.stderr)
+            failed = True
+    return ExitCode.FINDING if failed else ExitCode.OK
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -330,6 +335,12 @@ def register(subparsers: Any) -> None:
     )
     project.add_argument("--config", required=True, help="runtime config file")
     project.add_argument("--shape", default=PROJECTION_SHAPE, choices=("uuid", "old-design"))
+    project.add_argument(
+        "--memory-limit",
+        metavar="QUANTITY",
+        help="the container's memory limit (e.g. 512Mi, as resources.limits.memory): non-zero "
+        "if the projected memory exceeds it",
+    )
     project.add_argument("--json", action="store_true", help="print JSON instead of a table")
     project.set_defaults(func=_project)
 

@@ -23,12 +23,12 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.errors import CheckpointError, ExitCode, UsageError
-from checkpoint_runtime.runtime import logs, startup
+from checkpoint_runtime.runtime import logs, projection, startup
 from checkpoint_runtime.runtime.settings import load_document
 
 if TYPE_CHECKING:
     from checkpoint_runtime.runtime.lifecycle import Runtime
-    from checkpoint_runtime.runtime.projection import ShardProjection
+    from checkpoint_runtime.runtime.projection import MemoryProjection, ShardProjection
     from checkpoint_runtime.runtime.settings import RuntimeSettings
 
 log = logging.getLogger("checkpoint_runtime.runtime")
@@ -76,23 +76,28 @@ def http_port(text: str) -> int:
     return port
 
 
-def preflight(args: argparse.Namespace) -> tuple[RuntimeSettings, list[ShardProjection]]:
+def preflight(
+    args: argparse.Namespace,
+) -> tuple[RuntimeSettings, list[ShardProjection], MemoryProjection]:
     """Everything `run` checks before it opens the store or starts a collector; the same for
     `--check-config`. Raises a named error (ConfigError and its kinds)."""
-    # A config whose shard could not fit is refused now, naming the knob.
-    settings, projections = startup.check(with_bind(load_document(args.config), args.bind))
+    # A config whose shard could not fit, or whose state the container's memory limit could
+    # not hold, is refused now, naming the knob.
+    document = with_bind(load_document(args.config), args.bind)
+    limit = startup.container_memory_limit()
+    settings, projections = startup.check(document, limit)
     for index, collector in enumerate(settings.collectors):
         process_check = settings.kinds.kind(collector.kind).process_check
         if process_check is not None:
             process_check(collector, f"collectors[{index}]")
     startup.check_paths(settings)
-    return settings, projections
+    return settings, projections, projection.memory(projections, limit)
 
 
 def main(args: argparse.Namespace) -> int:
     logs.configure()
     try:
-        settings, projections = preflight(args)
+        settings, projections, memory = preflight(args)
     except CheckpointError as error:
         return logs.refused(log, error)
     for shard in projections:
@@ -100,9 +105,14 @@ def main(args: argparse.Namespace) -> int:
             "projected shard",
             extra={"shard": shard.shard, "bytes": shard.compressed_bytes, "knob": shard.knob},
         )
+    log.info(
+        "projected memory",
+        extra={"bytes": memory.projected_bytes, "limit_bytes": memory.limit_bytes},
+    )
     if args.check_config:
         for shard in projections:
             print(f"{shard.shard}: {shard.compressed_bytes} bytes projected ({shard.knob})")
+        print(f"memory: projected at {memory.summary()}")
         print(f"config accepted: {len(settings.collectors)} collector(s)")
         return ExitCode.OK
     # The lifecycle (HTTP, metrics, election, the store backends) only once the config is

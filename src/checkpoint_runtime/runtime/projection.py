@@ -22,12 +22,26 @@ leaving PROJECTION_ADVICE_HEADROOM (5 %) of every slot (and of the decode bound)
 one compaction window of the API server (its write budget over COMPACTION_WINDOW_SECONDS, plus
 one object the budget may overshoot by), against the etcd quota the operator declares; past
 ETCD_QUOTA_WARN_FRACTION of it, `project` and the render gate warn.
+
+`memory` is the third: the peak resident memory the process needs at the configured bounds,
+against the container's memory limit (startup reads it from its cgroup, the render gate from the
+rendered Deployment, `project` from --memory-limit). Every shard is held decoded
+(MEMORY_DECODED_BYTES_PER_ROW a row); a feed's poll at capacity copies its seen-set and sorts it
+to evict (MEMORY_POLL_BYTES_PER_ROW a row of its shard; every collector polls in its own thread,
+so all feeds are counted at once); a compaction that rewrites a shard whole adds
+MEMORY_COMPACTION_BYTES_PER_ROW a row of it while it encodes (a persist writes up to
+PERSIST_CONCURRENCY shards at once, so the compactions of that many of the largest shards are
+counted together); plus the process itself (MEMORY_BASELINE_BYTES). The figures are measured
+(constants.py says how). A limit below the projection is refused (MemoryLimitError): a process
+killed for memory at open, at a poll or at a compaction would restart into the same end.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import Any
 
 from checkpoint_runtime.constants import (
@@ -36,11 +50,16 @@ from checkpoint_runtime.constants import (
     ETCD_QUOTA_WARN_FRACTION,
     MAX_CHUNKS_LIMIT,
     MAX_DECODED_ENVELOPE,
+    MEMORY_BASELINE_BYTES,
+    MEMORY_COMPACTION_BYTES_PER_ROW,
+    MEMORY_DECODED_BYTES_PER_ROW,
+    MEMORY_POLL_BYTES_PER_ROW,
+    PERSIST_CONCURRENCY,
     PROJECTION_ADVICE_HEADROOM,
     PROJECTION_CHUNK_SKEW_SIGMAS,
     PROJECTION_SHAPE,
 )
-from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.errors import ConfigError, MemoryLimitError, UsageError
 from checkpoint_runtime.format import sizes
 from checkpoint_runtime.runtime.settings import RuntimeSettings
 
@@ -232,3 +251,163 @@ def check(settings: RuntimeSettings, shape: str = PROJECTION_SHAPE) -> list[Shar
     if error is not None:
         raise error
     return projections
+
+
+# ---- memory ------------------------------------------------------------------------------------
+
+MEBIBYTE = 1_048_576
+# Kubernetes quantity suffixes of a memory amount -> bytes.
+QUANTITY_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+_QUANTITY = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[kMGTPE]i?|Ki|m)?$")
+
+
+def memory_bytes(text: str, what: str = "--memory-limit") -> int:
+    """Bytes of a Kubernetes memory quantity (512Mi, 1G, 1.5Gi, 536870912), rounded up; UsageError
+    naming `what` for anything else."""
+    match = _QUANTITY.match(str(text).strip())
+    unit = match.group("unit") or "" if match else ""
+    if match is None or unit == "m" or unit not in QUANTITY_UNITS:
+        raise UsageError(what, f"{str(text)[:40]!r} is not a memory quantity (e.g. 512Mi, 1Gi)")
+    number = Decimal(match.group("number"))
+    return math.ceil(number * QUANTITY_UNITS[unit])
+
+
+@dataclass(frozen=True)
+class MemoryProjection:
+    """The peak resident memory of the runtime process at its configured bounds, and the
+    container's memory limit when known."""
+
+    baseline_bytes: int
+    decoded_bytes: int
+    poll_bytes: int
+    compaction_bytes: int
+    compacting: tuple[str, ...]
+    """The shards whose whole rewrites are counted at once (the largest, PERSIST_CONCURRENCY
+    at most)."""
+    rows: int
+    knob: str
+    """The collector knob of the largest shard ("" without a shard)."""
+    knob_rows: int
+    knob_row_bytes: int
+    """What one row of that shard counts for (decoded, compacting, and polling for a feed)."""
+    limit_bytes: int | None = None
+    """The container's memory limit (None: unlimited or unknown, nothing to check)."""
+
+    @property
+    def projected_bytes(self) -> int:
+        return self.baseline_bytes + self.decoded_bytes + self.poll_bytes + self.compaction_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.limit_bytes is None or self.projected_bytes <= self.limit_bytes
+
+    @property
+    def needed_mebibytes(self) -> int:
+        """The smallest limit in Mi that holds the projection."""
+        return math.ceil(self.projected_bytes / MEBIBYTE)
+
+    def advised_rows(self) -> int | None:
+        """About how many rows the largest shard may hold under the limit, the rest unchanged
+        (None: no limit, no knob, or not even without it)."""
+        if self.limit_bytes is None or not self.knob or not self.compacting:
+            return None
+        rest = self.projected_bytes - self.knob_rows * self.knob_row_bytes
+        rows = (self.limit_bytes - rest) // self.knob_row_bytes
+        return rows if rows > 0 else None
+
+    def summary(self) -> str:
+        text = (
+            f"{self.projected_bytes} bytes ({self.needed_mebibytes}Mi): "
+            f"{self.baseline_bytes} for the process, {self.decoded_bytes} for {self.rows} "
+            f"decoded rows, {self.poll_bytes} while the feeds poll at capacity, "
+            f"{self.compaction_bytes} while "
+            f"{_shards(self.compacting)} compact{'s' if len(self.compacting) == 1 else ''}"
+        )
+        if self.limit_bytes is None:
+            return f"{text}; no memory limit known"
+        return f"{text}; limit {self.limit_bytes} bytes ({self.limit_bytes / MEBIBYTE:g}Mi)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "compacting": list(self.compacting),
+            "projected_bytes": self.projected_bytes,
+            "fits": self.fits,
+        }
+
+
+def _shards(names: tuple[str, ...]) -> str:
+    if not names:
+        return "no shard"
+    return ("shard " if len(names) == 1 else "shards ") + ", ".join(repr(n) for n in names)
+
+
+def memory(projections: list[ShardProjection], limit_bytes: int | None = None) -> MemoryProjection:
+    """The runtime's peak memory for these shards: every shard decoded, every feed polling at
+    capacity, the largest shards' whole rewrites at once, the process itself."""
+    rows = sum(item.rows for item in projections)
+    largest = sorted(projections, key=lambda item: item.rows, reverse=True)
+    compacting = largest[:PERSIST_CONCURRENCY]
+    top = largest[0] if largest else None
+    per_row = MEMORY_DECODED_BYTES_PER_ROW + MEMORY_COMPACTION_BYTES_PER_ROW
+    return MemoryProjection(
+        baseline_bytes=MEMORY_BASELINE_BYTES,
+        decoded_bytes=rows * MEMORY_DECODED_BYTES_PER_ROW,
+        poll_bytes=sum(item.rows for item in projections if _polls(item))
+        * MEMORY_POLL_BYTES_PER_ROW,
+        compaction_bytes=sum(item.rows for item in compacting) * MEMORY_COMPACTION_BYTES_PER_ROW,
+        compacting=tuple(item.shard for item in compacting),
+        rows=rows,
+        knob=top.knob if top is not None else "",
+        knob_rows=top.rows if top is not None else 0,
+        knob_row_bytes=per_row + (MEMORY_POLL_BYTES_PER_ROW if top and _polls(top) else 0),
+        limit_bytes=limit_bytes,
+    )
+
+
+def _polls(item: ShardProjection) -> bool:
+    """A feed: its poll copies and sorts its seen-set (bounded by maxSeenKeys)."""
+    return item.knob.endswith(".maxSeenKeys")
+
+
+def memory_misfit(report: MemoryProjection) -> MemoryLimitError | None:
+    """The error naming both knobs when the container's memory limit is below the projection."""
+    if report.fits or report.limit_bytes is None:
+        return None
+    advice = (
+        "raise the container's memory limit (resources.limits.memory in the chart) to at "
+        f"least {report.needed_mebibytes}Mi"
+    )
+    rows = report.advised_rows()
+    if report.knob:
+        advice += f", or lower {report.knob}" + (
+            f" (its shard holds {report.knob_rows} rows; about {rows} fit)" if rows else ""
+        )
+    message = (
+        f"the runtime's peak memory is projected at {report.summary()}: it would be killed "
+        f"for memory when its state grows there (at open, a poll or a compaction); {advice}"
+    )
+    return MemoryLimitError(report.knob, message, report.projected_bytes, report.limit_bytes)
+
+
+def check_memory(projections: list[ShardProjection], limit_bytes: int | None) -> MemoryProjection:
+    """The memory projection, or MemoryLimitError when the limit is below it."""
+    report = memory(projections, limit_bytes)
+    error = memory_misfit(report)
+    if error is not None:
+        raise error
+    return report

@@ -80,6 +80,7 @@ def measure(folder: str, phase: str, rows: int) -> dict[str, int]:
     from checkpoint_runtime.collectors.sink import JsonLinesSink
     from checkpoint_runtime.store import chunked
     from checkpoint_runtime.store.core import Store
+    from checkpoint_runtime.store.options import StoreOptions
 
     fsspec.filesystem("file")  # what a file:// feed's collector loads when it is built
     gc.collect()
@@ -102,7 +103,9 @@ def measure(folder: str, phase: str, rows: int) -> dict[str, int]:
         for _ in range(3):
             with store._lock:
                 snapshot = dict(state.rows)
-            chunked.encode_compaction(SHARD, snapshot, None, None, MAX_CHUNKS)
+            chunked.encode_compaction(
+                SHARD, snapshot, None, None, StoreOptions(max_chunks=MAX_CHUNKS)
+            )
             del snapshot
     else:  # one poll of the feed at capacity: it finds one new object, evicts one, persists
         collector = ObjectStoreCollector(

@@ -30,12 +30,13 @@ from checkpoint_runtime.constants import (
     PERSIST_CONCURRENCY,
 )
 from checkpoint_runtime.errors import MemoryLimitError, UsageError
-from checkpoint_runtime.format.keys import OBJECTSTORE, collector_namespace
+from checkpoint_runtime.format.naming import OBJECTSTORE, collector_namespace
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.runtime import projection, startup
 from checkpoint_runtime.runtime.settings import parse
 from checkpoint_runtime.store import chunked
 from checkpoint_runtime.store.core import Store
+from checkpoint_runtime.store.options import StoreOptions
 
 MI = 1_048_576
 PER_ROW = MEMORY_DECODED_BYTES_PER_ROW + MEMORY_COMPACTION_BYTES_PER_ROW  # every shard's row
@@ -335,7 +336,7 @@ def test_a_whole_rewrite_takes_no_more_than_the_projection_says(stored: Path) ->
     try:
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
-        chunked.encode_compaction(SHARD, dict(rows), None, None, 32)  # as a persist calls it
+        chunked.encode_compaction(SHARD, dict(rows), None, None, StoreOptions(max_chunks=32))
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()

@@ -12,38 +12,17 @@ source "$here/versions.env"
 source "$here/node-versions.env"
 # shellcheck source=k8s-ldflags.sh
 source "$here/k8s-ldflags.sh"
+# shellcheck source=cache.sh
+source "$here/cache.sh"
 
-pins="node-kubernetes-${KUBERNETES_VERSION}_coredns-${COREDNS_VERSION}"
-root=${CHECKPOINT_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/testenv}
-out="$root/$pins"
-stamp="$out/.built"
-want=$(cat "$here/versions.env" "$here/node-versions.env" "$here/k8s-ldflags.sh" "$here/go.mod" \
-  "$here/go.sum" "$here/build-node.sh" "$here/pause/main.go" "$here/pause/go.mod" \
-  | sha256sum | cut -d' ' -f1)
 binaries=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns pause)
-
-# One build at a time: a second caller waits, then finds the stamp.
-mkdir -p "$root"
-exec 9>"$root/.node-lock"
-flock 9
-
-built() {
-  [[ -f $stamp && $(cat "$stamp") == "$want" && -f $out/pause.tar ]] || return 1
-  local b
-  for b in "${binaries[@]}"; do [[ -x $out/$b ]] || return 1; done
-}
-if built; then
-  echo "testenv-node: cached ($pins)" >&2
-  echo "$out"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "testenv-node: go is not installed" >&2; exit 1; }
-command -v buildah >/dev/null \
-  || { echo "testenv-node: buildah is missing: run scripts/just system" >&2; exit 1; }
-mkdir -p "$out"
-rm -f "$stamp"
-start=$(date +%s)
+cache_open testenv-node "node-kubernetes-${KUBERNETES_VERSION}_coredns-${COREDNS_VERSION}" \
+  "$here/versions.env" "$here/node-versions.env" "$here/k8s-ldflags.sh" "$here/go.mod" \
+  "$here/go.sum" "$here/build-node.sh" "$here/pause/main.go" "$here/pause/go.mod"
+cache_hit "${binaries[@]/#/$out/}" "$out/pause.tar" && exit 0
+cache_need go "Go 1.26 or newer"
+cache_need buildah "run scripts/just system"
+cache_begin
 
 echo "testenv-node: building kubelet, kube-controller-manager, kube-scheduler and kube-proxy" \
   "$KUBERNETES_VERSION (about 20 min cold)" >&2
@@ -72,6 +51,4 @@ rm -f "$out/pause.tar"
 buildah push --quiet "$PAUSE_IMAGE" "docker-archive:$out/pause.tar:$PAUSE_IMAGE" >&2
 buildah rmi "$PAUSE_IMAGE" >/dev/null
 
-echo "$want" >"$stamp"
-echo "testenv-node: built in $(($(date +%s) - start)) s into $out" >&2
-echo "$out"
+cache_done

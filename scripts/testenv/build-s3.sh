@@ -6,41 +6,19 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mod="$here/s3-server"
+# shellcheck source=cache.sh
+source "$here/cache.sh"
 
 # The pin lives in s3-server/go.mod (one home); read it for the folder name.
-version=$(awk '$1 == "github.com/seaweedfs/seaweedfs" && NF >= 2 { print $2; exit }' "$mod/go.mod")
+version=$(go_pin "$mod/go.mod" github.com/seaweedfs/seaweedfs)
 [[ -n $version ]] || { echo "s3-server: no seaweedfs pin in $mod/go.mod" >&2; exit 1; }
 
-pins="seaweedfs-${version}"
-root=${CHECKPOINT_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/checkpoint-runtime/testenv}
-out="$root/$pins"
-stamp="$out/.built"
-want=$(cat "$mod/go.mod" "$mod/go.sum" "$here/build-s3.sh" | sha256sum | cut -d' ' -f1)
-
-# One build at a time (its own lock: it does not wait for the control-plane build).
-mkdir -p "$root"
-exec 9>"$root/.s3-server.lock"
-if ! flock --nonblock 9; then
-  echo "s3-server: another build holds $root/.s3-server.lock; waiting for it" >&2
-  flock 9
-  echo "s3-server: the other build finished" >&2
-fi
-
-if [[ -f $stamp && $(cat "$stamp") == "$want" ]] && [[ -x $out/weed ]]; then
-  echo "s3-server: cached ($pins)" >&2
-  echo "$out"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "s3-server: go is not installed (Go 1.26.6 or newer)" >&2; exit 1; }
-mkdir -p "$out"
-rm -f "$stamp"
-start=$(date +%s)
+cache_open s3-server "seaweedfs-${version}" "$mod/go.mod" "$mod/go.sum" "$here/build-s3.sh"
+cache_hit "$out/weed" && exit 0
+cache_need go "Go 1.26.6 or newer"
+cache_begin
 echo "s3-server: building weed (SeaweedFS $version) into $out" \
   "(~20 min on 2 cores the first time; later builds reuse Go's build cache)" >&2
 (cd "$mod" && GOFLAGS=-mod=readonly go build -trimpath -ldflags=-s -o "$out/weed" \
   github.com/seaweedfs/seaweedfs/weed)
-
-echo "$want" >"$stamp"
-echo "s3-server: built in $(($(date +%s) - start)) s into $out" >&2
-echo "$out"
+cache_done

@@ -51,11 +51,12 @@ def test_the_listing_works_from_any_directory(tmp_path: Path) -> None:
 def test_the_testenv_build_says_when_it_waits_for_another_builds_lock(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
-    holder = subprocess.Popen(["flock", str(cache / ".lock"), "sleep", "60"])
+    lock = cache / ".testenv.lock"  # scripts/testenv/cache.sh: one lock per kind of build
+    holder = subprocess.Popen(["flock", str(lock), "sleep", "60"])
     waiter: subprocess.Popen[str] | None = None
     try:
         deadline = time.monotonic() + 10
-        while not (cache / ".lock").exists():  # flock creates the file once it holds it
+        while not lock.exists():  # flock creates the file once it holds it
             assert time.monotonic() < deadline
             time.sleep(0.05)
         time.sleep(0.2)
@@ -69,7 +70,7 @@ def test_the_testenv_build_says_when_it_waits_for_another_builds_lock(tmp_path: 
         )
         assert waiter.stderr is not None
         line = waiter.stderr.readline()
-        assert line.startswith(f"testenv: another build holds {cache}/.lock; waiting for it")
+        assert line.startswith(f"testenv: another build holds {lock}; waiting for it")
         assert waiter.poll() is None  # still waiting: it never builds while the lock is held
     finally:
         if waiter is not None:

@@ -19,7 +19,7 @@ binaries=(kubelet kube-controller-manager kube-scheduler kube-proxy coredns paus
 cache_open testenv-node "node-kubernetes-${KUBERNETES_VERSION}_coredns-${COREDNS_VERSION}" \
   "$here/versions.env" "$here/node-versions.env" "$here/k8s-ldflags.sh" "$here/go.mod" \
   "$here/go.sum" "$here/build-node.sh" "$here/pause/main.go" "$here/pause/go.mod"
-cache_hit "${binaries[@]/#/$out/}" "$out/pause.tar" && exit 0
+cache_hit "${binaries[@]/#/$out/}" --data "$out/pause.tar" && exit 0
 cache_need go "Go 1.26 or newer"
 cache_need buildah "run scripts/just system"
 cache_begin

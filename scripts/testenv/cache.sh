@@ -4,7 +4,9 @@
 #   go_pin GO.MOD MODULE           # the version GO.MOD requires of MODULE (the pins' one home)
 #   cache_open NAME PINS INPUT...  # $out = <cache root>/PINS; $want = sha256 of the INPUT files
 #                                  # (pins and the script); waits while another NAME build runs
-#   cache_hit FILE... && exit 0    # the stamp equals $want and every FILE is there: prints $out
+#   cache_hit PROGRAM... [--data FILE]... && exit 0
+#                                  # the stamp equals $want, every PROGRAM is executable and
+#                                  # every FILE is there: prints $out
 #   cache_need COMMAND HINT        # stops with "NAME: COMMAND is not installed (HINT)"
 #   cache_begin [--clean]          # drops the stamp (and with --clean the folder) before building
 #   ...build into $out...
@@ -37,8 +39,15 @@ cache_open() {
 
 cache_hit() {
   [[ -f $cache_stamp && $(cat "$cache_stamp") == "$want" ]] || return 1
-  local file
-  for file in "$@"; do [[ -s $file ]] || return 1; done
+  while (($#)); do
+    if [[ $1 == --data ]]; then  # a file that is not a program (an image archive)
+      [[ -f $2 ]] || return 1
+      shift 2
+    else
+      [[ -x $1 ]] || return 1
+      shift
+    fi
+  done
   echo "$cache_name: cached ($cache_pins)" >&2
   echo "$out"
 }

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
+    ANNOTATION_WRITE_ID,
     DEFAULT_COMPACTION_RATIO,
     MAX_DECODED_ENVELOPE,
     PERSIST_CONCURRENCY,
@@ -88,7 +90,13 @@ class Recorder:
 
 
 class RawPuts:
-    """Raw replace_namespaced_config_map of given blobs into objects of our own (retries 0)."""
+    """Raw replace_namespaced_config_map of given blobs into objects of our own (retries 0).
+
+    Every PUT carries a write id of its own, as each of the store's writes does. Without it a
+    raw PUT that goes first would resend the blob and annotations its object already holds
+    (the store has not written the next ones yet): the API server answers such an update
+    without writing to etcd, so half the baseline would be cheaper no-ops.
+    """
 
     def __init__(self, plane: ControlPlane, namespace: str) -> None:
         configuration = copy.deepcopy(plane.configuration())
@@ -103,7 +111,7 @@ class RawPuts:
             metadata=client.V1ObjectMeta(
                 name=name,
                 labels={"bench": "raw-put"},
-                annotations=dict(write.annotations),
+                annotations={**write.annotations, ANNOTATION_WRITE_ID: uuid.uuid4().hex},
                 resource_version=self.versions.get(name),
             ),
             binary_data={SHARD_DATA_KEY: base64.b64encode(write.blob).decode()},
@@ -116,6 +124,8 @@ class RawPuts:
     def put(self, name: str, write: ShardWrite) -> None:
         body = self.body(name, write)
         answer = self.core.replace_namespaced_config_map(name, self.namespace, body)
+        if answer.metadata.resource_version == self.versions.get(name):
+            raise RuntimeError(f"raw PUT of {name!r} was a no-op: the API server wrote nothing")
         self.versions[name] = answer.metadata.resource_version
 
     def close(self) -> None:
@@ -343,12 +353,14 @@ CHANGE_NOTE = (
     "one delta of every row changed since it, or a new base once the delta would pass "
     f"{DEFAULT_COMPACTION_RATIO:g} of the base (the default compaction_ratio; 'new "
     "bases' counts those persists). raw PUT = replace_namespaced_config_map of the very "
-    "blob and annotations the store sent (retries 0, same Python client), into an object "
-    "of its own. The two alternate, the order flipping every iteration."
+    "blob and annotations the store sent, with a write id of its own so that every PUT "
+    "writes to etcd (retries 0, same Python client), into an object of its own. The two "
+    "alternate, the order flipping every iteration."
 )
 ROUND_NOTE = (
     "raw PUTs = the same blobs the store's flush sent (the previous round's when the raw "
-    f"side goes first), as replace calls from {PERSIST_CONCURRENCY} threads, the store's "
+    "side goes first), each with a write id of its own so that every PUT writes to etcd, "
+    f"as replace calls from {PERSIST_CONCURRENCY} threads, the store's "
     "pool size. Rounds alternate which side goes first."
 )
 STALL_NOTE = (

@@ -38,11 +38,10 @@ from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_WRITE_ID,
     DEFAULT_COMPACTION_RATIO,
-    MAX_DECODED_ENVELOPE,
     PERSIST_CONCURRENCY,
     SHARD_DATA_KEY,
 )
-from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format.codec_v3 import decode_head
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.retry import Deadline
@@ -132,8 +131,9 @@ class RawPuts:
         self.api.close()
 
 
-def _members(blob: bytes) -> int:
-    return len(gunzip_members(blob, MAX_DECODED_ENVELOPE, "bench"))
+def _compacted(blob: bytes) -> bool:
+    """Whether a head blob was written by a compaction: a new base, so no delta."""
+    return decode_head(FEED, blob).delta is None
 
 
 def _store(plane: ControlPlane, namespace: str) -> tuple[Store, Recorder]:
@@ -188,7 +188,7 @@ def measure_change_cost(
             result.raw_ms.append(timed_ms(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
         blob = recorder.last[FEED].blob
         result.blob_bytes.append(len(blob))
-        result.compactions += _members(blob) == 1
+        result.compactions += _compacted(blob)
     raw.close()
     store.backend.close()  # type: ignore[attr-defined]
     return result

@@ -38,6 +38,7 @@ from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     ANNOTATION_WRITE_ID,
     DEFAULT_COMPACTION_RATIO,
+    HEAD_DELTA_MAX_BYTES,
     PERSIST_CONCURRENCY,
     SHARD_DATA_KEY,
 )
@@ -349,10 +350,11 @@ def run(quick: bool = False, plane: ControlPlane | None = None) -> Report:
 
 
 CHANGE_NOTE = (
-    "store = Store.flush() after N seen rows got new values: the stored base member plus "
-    "one delta of every row changed since it, or a new base once the delta would pass "
-    f"{DEFAULT_COMPACTION_RATIO:g} of the base (the default compaction_ratio; 'new "
-    "bases' counts those persists). raw PUT = replace_namespaced_config_map of the very "
+    "store = Store.flush() after N seen rows got new values: the head with one delta of "
+    "every row changed since the stored base, or a new base once the compressed delta would "
+    f"pass {DEFAULT_COMPACTION_RATIO:g} of the base or {HEAD_DELTA_MAX_BYTES:,} bytes, "
+    "whichever is smaller ('new bases' counts those persists: heads written without a "
+    "delta). raw PUT = replace_namespaced_config_map of the very "
     "blob and annotations the store sent, with a write id of its own so that every PUT "
     "writes to etcd (retries 0, same Python client), into an object of its own. The two "
     "alternate, the order flipping every iteration."
@@ -443,10 +445,12 @@ ONE_ROW_WHY = (
     "sharing 2 cores with the API server and etcd"
 )
 HUNDRED_ROWS_WHY = (
-    ". The delta holds every row changed since the base, so at 100 rows a persist it grows "
-    "write after write (up to the bound, half the base) and the store builds and compresses it "
-    "on the client before each PUT; the raw PUT sends the same bytes without that work, on a "
-    "client sharing 2 cores with the API server and etcd"
+    ". The p90 lands on those persists once more than one in ten compacts: at 100 changed "
+    "rows a persist the delta reaches its bound (at most "
+    f"{HEAD_DELTA_MAX_BYTES:,} compressed bytes, which keeps each head write small for etcd) "
+    "within a few persists, and a new base re-encodes every row of the shard (and writes a "
+    "chunked base's slot before the head); the p50 is the delta persist, built and compressed "
+    "on a client sharing 2 cores with the API server and etcd"
 )
 
 

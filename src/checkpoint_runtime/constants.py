@@ -96,6 +96,9 @@ FAST_DEFLATE_LEVEL: Final = 9
 # libdeflate level of v2 delta members, written at every persist (measured on an 800-row
 # delta: level 6 a fifth of level 9's time for 1-20 % more bytes).
 DELTA_DEFLATE_LEVEL: Final = 6
+# compressed v3 head members kept for reuse (a head's member changes only at a compaction;
+# one entry per shard's current head, a few hundred bytes each).
+HEAD_MEMBER_CACHE: Final = 1024
 # a v2 column is cut into runs sharing a prefix; the prefix length is the longest that keeps
 # this many entries a run on average (measured on both workloads: smallest output; fewer runs
 # decode faster, more runs remove more shared characters).

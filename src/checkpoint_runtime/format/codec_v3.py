@@ -46,6 +46,7 @@ digest is the reader's (it decides between corruption and a compaction committed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -59,6 +60,7 @@ from checkpoint_runtime.constants import (
     BASE_ENCODING,
     CHUNK_GENERATIONS,
     DELTA_DEFLATE_LEVEL,
+    HEAD_MEMBER_CACHE,
     MAX_CHUNKS_LIMIT,
     MAX_DECODED_ENVELOPE,
     MAX_DECODED_ROW_CHARS,
@@ -254,6 +256,14 @@ class EncodedHead:
     delta_bytes: int
 
 
+@functools.lru_cache(maxsize=HEAD_MEMBER_CACHE)
+def _head_member(text: bytes) -> bytes:
+    """The head member of `text`. A head's manifest changes only at a compaction, so most
+    persists rewrite the same head member beside a new delta: compressing it again would
+    cost a deflate (and a compressor allocation) per persist for identical bytes."""
+    return gzip_fast(text, DELTA_DEFLATE_LEVEL)
+
+
 def encode_head(
     shard: str,
     manifest: Manifest,
@@ -275,7 +285,7 @@ def encode_head(
         "encoding": BASE_ENCODING,
     }
     text = json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    blob = gzip_fast(text, DELTA_DEFLATE_LEVEL) + (inline or b"")
+    blob = _head_member(text) + (inline or b"")
     raw = len(text) + inline_raw
     delta_bytes = 0
     if changes:

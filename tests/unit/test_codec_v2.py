@@ -141,6 +141,23 @@ def test_encoder_refuses_rows_of_another_shard() -> None:
         codec.encode_delta(SHARD, base, {"tn/objectstore/other/cursor": "x"}, 1)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(max_size=12), min_size=0, max_size=6),
+    st.text(max_size=30).filter(lambda key: not key.startswith(SHARD + "/")),
+)
+def test_a_delta_names_any_key_outside_its_shard_wherever_it_sorts(
+    suffixes: list[str], stray: str
+) -> None:
+    """The encoder checks only the first and last sorted key: a key outside the shard can
+    sort before, after or (never) between the shard's keys, and is named either way."""
+    changes: dict[str, str | None] = {f"{SHARD}/{suffix}": "x" for suffix in suffixes}
+    changes[stray] = None
+    with pytest.raises(KeyGrammarError) as refused:
+        codec.delta_envelope(SHARD, 0, changes, len(changes), SHARD_FORMAT)
+    assert refused.value.key == stray
+
+
 def test_a_v1_blob_still_decodes_and_has_no_base_to_write_deltas_against() -> None:
     rows = rows_of("uuid")
     decoded = codec.decode_stored(SHARD, codec_v1.encode_blob(SHARD, rows))

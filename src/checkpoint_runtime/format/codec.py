@@ -213,9 +213,12 @@ def delta_envelope(
     """The JSON of a delta member of `changes` (None deletes; keys checked to lie in `shard`)
     against the base `base_crc`, `rows` rows after applying it."""
     head = shard + "/"
-    for key in changes:
-        if not key.startswith(head):
-            raise KeyGrammarError(key, f"does not belong to shard {shard!r}")
+    ordered = sorted(changes.items())
+    # The keys with a given prefix are one contiguous run in sorted order: when the first and
+    # the last sorted key lie in the shard, every key between them does.
+    if ordered and not (ordered[0][0].startswith(head) and ordered[-1][0].startswith(head)):
+        stray = next(key for key, _ in ordered if not key.startswith(head))
+        raise KeyGrammarError(stray, f"does not belong to shard {shard!r}")
     start = len(head)
     delta = {
         "format": fmt,
@@ -223,8 +226,8 @@ def delta_envelope(
         "shard": shard,
         "base": base_crc,
         "rows": rows,
-        "set": {key[start:]: value for key, value in sorted(changes.items()) if value is not None},
-        "delete": sorted(key[start:] for key, value in changes.items() if value is None),
+        "set": {key[start:]: value for key, value in ordered if value is not None},
+        "delete": [key[start:] for key, value in ordered if value is None],
     }
     return json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 

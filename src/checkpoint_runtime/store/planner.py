@@ -173,5 +173,4 @@ def changes_since(
     rows: Mapping[str, str], prior: Mapping[str, str | None]
 ) -> dict[str, str | None]:
     """Rows whose value differs from the base (None: deleted), from the base's prior values."""
-    current = {row: rows.get(row) for row in prior}
-    return {row: value for row, value in current.items() if value != prior[row]}
+    return {row: value for row, old in prior.items() if (value := rows.get(row)) != old}

@@ -40,7 +40,7 @@ from checkpoint_runtime.constants import (
     PERSIST_CONCURRENCY,
     SHARD_DATA_KEY,
 )
-from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format.codec import gunzip_members
 from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.retry import Deadline

@@ -98,8 +98,7 @@ from .base import (
     ShardWrite,
     StoredShard,
     WriteResult,
-    check_owned,
-    check_owned_slot,
+    check_owned_object,
 )
 
 T = TypeVar("T")
@@ -224,15 +223,9 @@ class KubernetesBackend:
     ) -> StoredShard:
         meta = item.metadata
         name, labels, annotations = meta.name, meta.labels or {}, meta.annotations or {}
-        if slot is None:
-            shard = check_owned(
-                self.lease_name, name, labels, annotations, expected_shard, self.kinds
-            )
-        else:
-            expected = None if expected_shard is None else (expected_shard, slot)
-            shard, slot = check_owned_slot(
-                self.lease_name, name, labels, annotations, expected, self.kinds
-            )
+        shard, slot = check_owned_object(
+            self.lease_name, name, labels, annotations, expected_shard, slot, self.kinds
+        )
         binary = item.binary_data or {}
         if item.data or set(binary) != {SHARD_DATA_KEY}:
             raise CorruptShardError(shard, f"expected exactly binaryData[{SHARD_DATA_KEY!r}]")

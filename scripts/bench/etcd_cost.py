@@ -44,8 +44,8 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_ETCD_QUOTA_BYTES,
 )
+from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
-from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv.controlplane import ControlPlane, EtcdAdmin, running_control_plane

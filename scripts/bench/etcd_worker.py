@@ -25,8 +25,8 @@ from typing import Any
 from kubernetes import client
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
-from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 
 

@@ -38,13 +38,12 @@ from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import LEGACY_DATA_KEY, SHARD_DATA_KEY
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.legacy import encode_legacy
-from checkpoint_runtime.format.naming import shard_name
+from checkpoint_runtime.format.naming import rfc3339_from_ns, shard_name
 from checkpoint_runtime.format.reference_rows import (
     EPOCH_NS,
     Configuration,
     FeedWorkload,
 )
-from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane

@@ -24,8 +24,8 @@ from typing import Any
 from bench import codec as codec_bench
 from bench.report import Report, Table, Target, emit, parser, verdict
 from checkpoint_runtime.format import codec, codec_v3, rowblock
+from checkpoint_runtime.format.codec import gzip_fixed
 from checkpoint_runtime.format.codec_v3 import Manifest
-from checkpoint_runtime.format.gzipmembers import gzip_fixed
 from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
 from checkpoint_testenv.baseline import baseline_decode, baseline_encode
 from checkpoint_testenv.support.timing import alternated, rotated, timed_ms

@@ -43,8 +43,8 @@ from checkpoint_runtime.constants import (
     SHARD_DATA_KEY,
 )
 from checkpoint_runtime.format.codec_v3 import decode_head
+from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
-from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane

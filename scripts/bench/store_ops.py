@@ -28,9 +28,12 @@ from bench.report import Report, Table, Target, emit, parser, verdict
 from checkpoint_runtime.backends.base import Backend
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import LIST_PAGE, KubernetesBackend
-from checkpoint_runtime.format.naming import chunk_label_selector, collector_namespace
+from checkpoint_runtime.format.naming import (
+    chunk_label_selector,
+    collector_namespace,
+    rfc3339_from_ns,
+)
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
-from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2

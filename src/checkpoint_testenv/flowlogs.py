@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from checkpoint_runtime.collectors.flowlogs import parse_rfc3339
-from checkpoint_runtime.format.values import rfc3339_ns
+from checkpoint_runtime.format.naming import rfc3339_ns
 
 
 class FlowLogServer:

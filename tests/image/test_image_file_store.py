@@ -15,7 +15,7 @@ from image_harness import Container, Podman, chown_for_runtime
 
 from checkpoint_runtime.backends.file import SHARD_SUFFIX, FileBackend
 from checkpoint_runtime.constants import ANNOTATION_WRITER, DEFAULT_STORE_NAME
-from checkpoint_runtime.format.values import object_id
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import (

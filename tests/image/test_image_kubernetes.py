@@ -20,7 +20,7 @@ from image_harness import Podman, chown_for_runtime
 from kubernetes import client
 
 from checkpoint_runtime.constants import ANNOTATION_SHARD_KEY, ANNOTATION_WRITER
-from checkpoint_runtime.format.values import object_id
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_testenv.controlplane import free_port
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.node.observe import lease_holder

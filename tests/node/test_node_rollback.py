@@ -29,7 +29,7 @@ from kubernetes import client
 
 from checkpoint_runtime.constants import ANNOTATION_FORMAT, SHARD_FORMAT, SHARD_FORMAT_V2
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.values import object_id
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_testenv import helm
 from checkpoint_testenv.node import images
 from checkpoint_testenv.node.cluster import NodeCluster

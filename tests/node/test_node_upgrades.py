@@ -18,7 +18,7 @@ from kubernetes import client
 from checkpoint_runtime.collectors.flowlogs import parse_rfc3339
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
 from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.format.values import rfc3339_ns
+from checkpoint_runtime.format.naming import rfc3339_ns
 from checkpoint_testenv import helm
 from checkpoint_testenv.flowlogs import FlowFeed
 from checkpoint_testenv.node.cluster import NodeCluster

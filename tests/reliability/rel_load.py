@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from rel_support import rss_bytes
 
+from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import FeedWorkload
-from checkpoint_runtime.format.values import rfc3339_from_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget

@@ -27,7 +27,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import CorruptShardError, ForeignShardError
 from checkpoint_runtime.format import codec, codec_v1
-from checkpoint_runtime.format.gzipmembers import gzip_fast
+from checkpoint_runtime.format.codec import gzip_fast
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.support.kubetarget import KubeTarget

@@ -82,7 +82,7 @@ def test_checker_catches_a_store_that_ignores_the_lease_object(
 ) -> None:
     """With stamps compared by epoch alone (the Lease uid ignored), some seed trips the checker:
     after a Lease is recreated the epochs of the two Lease objects are mixed up."""
-    from checkpoint_runtime.store.fencing import Stamp
+    from checkpoint_runtime.store.planner import Stamp
 
     monkeypatch.setattr(Stamp, "other_lease", lambda self, stored: False)
 

@@ -12,7 +12,7 @@ import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector, parse_rfc3339
-from checkpoint_runtime.format.values import rfc3339_ns
+from checkpoint_runtime.format.naming import rfc3339_ns
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.flowlogs import FlowLogServer
 

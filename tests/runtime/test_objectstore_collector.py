@@ -11,7 +11,7 @@ import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
-from checkpoint_runtime.format.values import object_id, object_name
+from checkpoint_runtime.format.naming import name_from_object_id, object_id
 from checkpoint_runtime.store.core import Store
 
 
@@ -71,7 +71,7 @@ def test_new_objects_are_emitted_once_and_rows_share_the_feed_shard(
     assert list(store.shard_states()) == ["tn1/objectstore/f1"]
     assert store.get("tn1/objectstore/f1/cursor") == "2026/03/01/obj-2.json"
     seen = store.items("tn1/objectstore/f1/seen/")
-    assert [object_name(key.rsplit("/seen/", 1)[1]) for key, _ in seen] == sorted(
+    assert [name_from_object_id(key.rsplit("/seen/", 1)[1]) for key, _ in seen] == sorted(
         f"2026/03/01/obj-{i}.json" for i in range(3)
     )
     scan = json.loads(store.get("tn1/objectstore/f1/scan") or "{}")
@@ -102,7 +102,10 @@ def test_seen_set_is_bounded_and_evicted_objects_are_not_re_emitted(
     store, sink = open_store(tmp_path / "cp"), ListSink()
     feed = collector(store, sink, bucket, max_seen_keys=3, chunk_objects=2)
     assert feed.poll() == 8
-    seen = [object_name(k.rsplit("/seen/", 1)[1]) for k, _ in store.items("objectstore/f1/seen/")]
+    seen = [
+        name_from_object_id(k.rsplit("/seen/", 1)[1])
+        for k, _ in store.items("objectstore/f1/seen/")
+    ]
     assert sorted(seen) == ["obj-5.json", "obj-6.json", "obj-7.json"]  # oldest names evicted
     assert feed.floor() == "obj-4.json"
     assert feed.poll() == 0

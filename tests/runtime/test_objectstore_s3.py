@@ -20,7 +20,7 @@ from checkpoint_runtime.collectors.runner import (
     SourceUnreachableError,
 )
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format.values import object_id, object_name
+from checkpoint_runtime.format.naming import name_from_object_id, object_id
 from checkpoint_runtime.runtime.settings import parse
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import free_port
@@ -82,7 +82,7 @@ def s3_feed(
 
 def seen_names(store: Store) -> list[str]:
     return sorted(
-        object_name(key.rsplit("/seen/", 1)[1]) for key, _ in store.items(f"{SHARD}/seen/")
+        name_from_object_id(key.rsplit("/seen/", 1)[1]) for key, _ in store.items(f"{SHARD}/seen/")
     )
 
 

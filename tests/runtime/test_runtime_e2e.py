@@ -20,7 +20,7 @@ from kubernetes import client
 
 from checkpoint_runtime.constants import ANNOTATION_MIGRATED, LEGACY_DATA_KEY
 from checkpoint_runtime.format.legacy import encode_legacy, legacy_digest
-from checkpoint_runtime.format.values import object_id
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.flowlogs import FlowLogServer

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from checkpoint_runtime.format.values import object_id
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support.polling import wait_for

@@ -20,8 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
-from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate, KubernetesBackend
 from checkpoint_runtime.constants import (
     DEFAULT_DEADLINE_SECONDS,
     ETCD_NOSPACE_MESSAGE,

@@ -35,7 +35,7 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT_V2,
 )
 from checkpoint_runtime.format import codec, codec_v3
-from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format.codec import gunzip_members
 from checkpoint_runtime.format.naming import (
     chunk_slot_name,
     label_selector,

@@ -42,7 +42,7 @@ from checkpoint_runtime.errors import (
     CorruptShardError,
 )
 from checkpoint_runtime.format import codec, codec_v3
-from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format.codec import gunzip_members
 from checkpoint_runtime.format.naming import chunk_slot_name, shard_labels, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.ops import inspection

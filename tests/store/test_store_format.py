@@ -31,8 +31,8 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT_V1,
 )
 from checkpoint_runtime.errors import CorruptShardError
-from checkpoint_runtime.format import codec_v1
-from checkpoint_runtime.format.gzipmembers import gunzip_members
+from checkpoint_runtime.format import codec
+from checkpoint_runtime.format.codec import gunzip_members
 from checkpoint_runtime.format.naming import shard_labels, shard_name
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 
@@ -68,7 +68,7 @@ def put_v1_shards(harness: Harness) -> dict[str, dict[str, str]]:
 
 def test_the_v1_fixtures_are_what_the_kept_v1_writer_writes() -> None:
     for shard, fixture in FIXTURES["shards"].items():
-        assert codec_v1.encode_blob(shard, fixture["rows"]) == base64.b64decode(fixture["blob"])
+        assert codec.encode_v1_blob(shard, fixture["rows"]) == base64.b64decode(fixture["blob"])
 
 
 def test_v1_shards_reopen_unchanged_and_become_v3_at_their_next_persist(harness: Harness) -> None:

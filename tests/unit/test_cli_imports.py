@@ -90,3 +90,31 @@ def test_the_kubernetes_store_still_loads_its_client(tmp_path: Path) -> None:
     code, modules = loaded(args, tmp_path / "cache")
     assert code == 2
     assert "kubernetes" in modules
+
+
+OPEN_FILE_STORE = """
+import json, sys
+from checkpoint_runtime.runtime.lifecycle import Runtime
+from checkpoint_runtime.runtime.settings import parse
+store = {"backend": "file", "path": sys.argv[1], "leaseName": "cr"}
+runtime = Runtime(parse({"store": store, "leaderElection": {"enabled": False}}), identity="me")
+backend, lease = runtime._open_backend()
+backend.close()
+print(json.dumps({"lease": lease, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def test_the_runtime_opens_a_file_store_without_the_kubernetes_client(tmp_path: Path) -> None:
+    """The process's own way in: the etcd-space gate lives with the Kubernetes backend, so the
+    lifecycle builds one only for a kubernetes store."""
+    folder = tmp_path / "store"
+    result = subprocess.run(
+        [sys.executable, "-c", OPEN_FILE_STORE, str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report["lease"] is None
+    assert heavy(set(report["modules"]), NEVER) == []

@@ -46,7 +46,7 @@ def blob_of(document: Any) -> bytes:
 @pytest.mark.parametrize("shape", ["old-design", "uuid"])
 def test_round_trip_and_schema(shape: str) -> None:
     rows = rows_of(shape)
-    assert codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, rows)) == rows
+    assert codec.decode_shard(SHARD, codec.encode_v1_blob(SHARD, rows)) == rows
     assert codec.encode_shard(SHARD, rows).rows == len(rows)
     jsonschema.validate(envelope_of(rows), SCHEMA)
 
@@ -54,8 +54,8 @@ def test_round_trip_and_schema(shape: str) -> None:
 def test_equal_input_gives_equal_bytes_whatever_the_insertion_order() -> None:
     rows = rows_of()
     reordered = dict(reversed(list(rows.items())))
-    first = codec_v1.encode_blob(SHARD, rows)
-    assert codec_v1.encode_blob(SHARD, reordered) == first
+    first = codec.encode_v1_blob(SHARD, rows)
+    assert codec.encode_v1_blob(SHARD, reordered) == first
     assert first[4:8] == b"\0\0\0\0"  # gzip mtime is zero
     assert gzip.decompress(first)  # and it is ordinary gzip
 
@@ -67,7 +67,7 @@ def test_flowlogs_rows_and_padded_and_unpadded_base64_ids_round_trip() -> None:
     rows["tn/flowlogs/replay/YWI"] = "unpadded"
     rows["tn/flowlogs/replay/////"] = "not printable base64"
     rows["tn/flowlogs/replay/ünïcode"] = "ok"
-    assert codec.decode_shard("tn/flowlogs", codec_v1.encode_blob("tn/flowlogs", rows)) == rows
+    assert codec.decode_shard("tn/flowlogs", codec.encode_v1_blob("tn/flowlogs", rows)) == rows
 
 
 @settings(max_examples=60, deadline=None)
@@ -83,12 +83,12 @@ def test_flowlogs_rows_and_padded_and_unpadded_base64_ids_round_trip() -> None:
     )
 )
 def test_any_rows_of_the_shard_round_trip(rows: dict[str, str]) -> None:
-    assert codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, rows)) == rows
+    assert codec.decode_shard(SHARD, codec.encode_v1_blob(SHARD, rows)) == rows
 
 
 def test_encoder_refuses_rows_of_another_shard() -> None:
     with pytest.raises(KeyGrammarError):
-        codec_v1.encode_blob(SHARD, {"tn/objectstore/other/cursor": "x"})
+        codec.encode_v1_blob(SHARD, {"tn/objectstore/other/cursor": "x"})
 
 
 def test_gzip_bomb_is_rejected_without_inflating_it() -> None:
@@ -133,8 +133,8 @@ def mutate(path: str, value: Any) -> Any:
     ("blob", "message"),
     [
         (b"not gzip at all", "bad gzip"),
-        (codec_v1.encode_blob(SHARD, {f"{SHARD}/cursor": "x"})[:-6], "truncated"),
-        (codec_v1.encode_blob(SHARD, {f"{SHARD}/cursor": "x"}) + b"junk", "trailing"),
+        (codec.encode_v1_blob(SHARD, {f"{SHARD}/cursor": "x"})[:-6], "truncated"),
+        (codec.encode_v1_blob(SHARD, {f"{SHARD}/cursor": "x"}) + b"junk", "trailing"),
         (codec.gzip_fixed(b"\xff\xfe not json"), "not JSON"),
         (codec.gzip_fixed(b"[1, 2]"), "not a JSON object"),
         (blob_of(mutate("format", "gzip-shards-v9")), "unknown format"),
@@ -239,7 +239,7 @@ def test_ids_are_stored_decoded_only_where_that_pays_off() -> None:
     padded = {f"{SHARD}/seen/{base64.b64encode(name).decode()}": "t" for name in names}
     assert ("seen", 2) in group_encodings(padded)
     mixed = {**uuid_rows, **padded}
-    assert codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, mixed)) == mixed
+    assert codec.decode_shard(SHARD, codec.encode_v1_blob(SHARD, mixed)) == mixed
     assert codec.decode_shard(SHARD, codec.encode_shard(SHARD, mixed).blob) == mixed
 
 

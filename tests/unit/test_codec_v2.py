@@ -18,7 +18,7 @@ from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
 from checkpoint_runtime.constants import SHARD_FORMAT_V2 as SHARD_FORMAT
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError
 from checkpoint_runtime.format import codec, codec_v1
-from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
+from checkpoint_runtime.format.codec import gunzip_members, gzip_fast
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 
 SHARD = "tn/objectstore/feed"
@@ -160,11 +160,11 @@ def test_a_delta_names_any_key_outside_its_shard_wherever_it_sorts(
 
 def test_a_v1_blob_still_decodes_and_has_no_base_to_write_deltas_against() -> None:
     rows = rows_of("uuid")
-    decoded = codec.decode_stored(SHARD, codec_v1.encode_blob(SHARD, rows))
+    decoded = codec.decode_stored(SHARD, codec.encode_v1_blob(SHARD, rows))
     assert decoded.rows == rows
     assert decoded.base is None
     with pytest.raises(CorruptShardError, match="trailing"):
-        codec.decode_shard(SHARD, codec_v1.encode_blob(SHARD, rows) + member({"format": 1}))
+        codec.decode_shard(SHARD, codec.encode_v1_blob(SHARD, rows) + member({"format": 1}))
 
 
 # -- fail closed ----------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
 from checkpoint_runtime.format import codec, codec_v3, rowblock
+from checkpoint_runtime.format.codec import gunzip_members, gzip_fast
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
-from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
 from checkpoint_runtime.format.naming import chunk_labels, chunk_slot_name, shard_labels
 from checkpoint_runtime.format.reference_rows import FeedWorkload
 from checkpoint_runtime.store import chunked, planner

@@ -13,7 +13,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from checkpoint_runtime.backends import kubernetes
-from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate, is_etcd_space_exceeded
+from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate, is_etcd_space_exceeded
 from checkpoint_runtime.constants import ETCD_NOSPACE_MESSAGE, METRIC_ETCD_SPACE_EXCEEDED
 from checkpoint_runtime.errors import EtcdSpaceExceededError
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from checkpoint_runtime.errors import CorruptShardError, UnencodableTextError
 from checkpoint_runtime.format import rowblock
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_runtime.format.reference_rows import SHAPES, FeedWorkload
-from checkpoint_runtime.format.values import object_id
 
 SHARD = "tn/objectstore/feed"
 

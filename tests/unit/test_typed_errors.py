@@ -8,7 +8,7 @@ import pytest
 from checkpoint_runtime.collectors.sink import open_sink
 from checkpoint_runtime.constants import ANNOTATION_EPOCH
 from checkpoint_runtime.errors import ConfigError, CorruptShardError
-from checkpoint_runtime.store.fencing import Stamp
+from checkpoint_runtime.store.planner import Stamp
 
 
 @pytest.mark.parametrize("raw", ["²", "٣", "-1", "1.5", ""])

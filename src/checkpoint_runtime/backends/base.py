@@ -169,3 +169,22 @@ def check_owned(
     if annotations.get(ANNOTATION_FORMAT) not in SHARD_FORMATS:
         raise CorruptShardError(shard, f"unknown format {annotations.get(ANNOTATION_FORMAT)!r}")
     return shard
+
+
+def check_owned_object(
+    lease_name: str,
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    expected_shard: str | None = None,
+    slot: str | None = None,
+    kinds: Kinds = COLLECTOR_KINDS,
+) -> tuple[str, str | None]:
+    """Return (shard key, slot) if the object is one of this store's shard heads (`slot` None:
+    `check_owned`) or chunk slots (`check_owned_slot`, expecting slot `slot` of
+    `expected_shard` when that is given), else raise. Both backends check every object they
+    read or list with it."""
+    if slot is None:
+        return check_owned(lease_name, name, labels, annotations, expected_shard, kinds), None
+    expected = None if expected_shard is None else (expected_shard, slot)
+    return check_owned_slot(lease_name, name, labels, annotations, expected, kinds)

@@ -51,8 +51,7 @@ from .base import (
     ShardWrite,
     StoredShard,
     WriteResult,
-    check_owned,
-    check_owned_slot,
+    check_owned_object,
 )
 
 SHARD_SUFFIX = ".shard"
@@ -157,15 +156,9 @@ class FileBackend:
             raise self._unreadable(path, f"bad shard file header: {error}") from None
         if not sep:
             raise self._unreadable(path, "shard file has no blob (truncated)")
-        if slot is None:
-            shard = check_owned(
-                self.lease_name, name, labels, annotations, expected_shard, self.kinds
-            )
-        else:
-            expected = None if expected_shard is None else (expected_shard, slot)
-            shard, slot = check_owned_slot(
-                self.lease_name, name, labels, annotations, expected, self.kinds
-            )
+        shard, slot = check_owned_object(
+            self.lease_name, name, labels, annotations, expected_shard, slot, self.kinds
+        )
         return StoredShard(shard, name, blob, dict(annotations), str(version), slot)
 
     def list_shards(self, deadline: Deadline) -> list[StoredShard]:

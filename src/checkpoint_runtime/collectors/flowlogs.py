@@ -41,8 +41,8 @@ from checkpoint_runtime.format.naming import (
     QUARANTINE,
     REPLAY,
     collector_namespace,
+    rfc3339_ns,
 )
-from checkpoint_runtime.format.values import rfc3339_ns
 
 log = logging.getLogger(__name__)
 

@@ -59,8 +59,10 @@ from checkpoint_runtime.format.naming import (
     SCAN,
     SEEN,
     collector_namespace,
+    name_from_object_id,
+    object_id,
+    rfc3339_ns,
 )
-from checkpoint_runtime.format.values import object_id, object_name, rfc3339_ns
 
 log = logging.getLogger(__name__)
 
@@ -359,7 +361,7 @@ class ObjectStoreCollector:
     @staticmethod
     def _name_or_empty(row_id: str) -> str:
         try:
-            return object_name(row_id)
+            return name_from_object_id(row_id)
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return ""
 

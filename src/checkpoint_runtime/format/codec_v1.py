@@ -1,7 +1,8 @@
 """The `gzip-shards-v1` envelope: still read, written only by tests and fixtures.
 
 A v1 blob is one gzip member (zlib level 9, fixed header) of this JSON envelope
-(schemas/shard-envelope.schema.json):
+(schemas/shard-envelope.schema.json); `codec.encode_v1_blob` writes one, `codec.decode_shard`
+reads it:
 
     {"format": "gzip-shards-v1", "shard": "<shard key>", "rows": N, "groups": [
         {"kind": "<row kind>", "base64": 0 | 1 | 2,
@@ -31,7 +32,6 @@ from checkpoint_runtime.constants import (
     UNIFORM_PREFIX_SLACK,
 )
 from checkpoint_runtime.errors import CorruptShardError, KeyGrammarError, OversizeError
-from checkpoint_runtime.format.gzipmembers import gzip_fixed
 from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds, namespace_kind
 
 PLAIN, UNPADDED, PADDED = 0, 1, 2
@@ -178,11 +178,6 @@ def encode_envelope(shard: str, rows: Mapping[str, str]) -> bytes:
     if len(text) > MAX_DECODED_ENVELOPE:
         raise OversizeError(shard, len(text), MAX_DECODED_ENVELOPE, len(rows))
     return text
-
-
-def encode_blob(shard: str, rows: Mapping[str, str]) -> bytes:
-    """A v1 blob of `rows`, exactly as the v1 release wrote it (tests and fixtures)."""
-    return gzip_fixed(encode_envelope(shard, rows))
 
 
 def _only(items: list[Any], kind: type) -> bool:

@@ -72,7 +72,7 @@ from checkpoint_runtime.errors import (
     OversizeError,
 )
 from checkpoint_runtime.format import codec, rowblock
-from checkpoint_runtime.format.gzipmembers import gunzip_members, gzip_fast
+from checkpoint_runtime.format.codec import gunzip_members, gzip_fast
 from checkpoint_runtime.format.naming import (
     COLLECTOR_KINDS,
     CollectorKind,

@@ -1,4 +1,5 @@
-"""How a shard and its rows are named: the key grammar, and the objects a shard is stored as.
+"""How a shard and its rows are named: the key grammar, the text forms of row ids and values,
+and the objects a shard is stored as.
 
 A key is `[<tailnet>/]<kind>[/<name>...]/<row-kind>[/<id>]`. The collector namespace (everything up
 to the row kind) is the shard key, so every row of one collector lands in one shard. The kinds
@@ -12,14 +13,21 @@ the shard key: `<lease>-<readable shard key>-<hash>`, and `<that>-c<generation><
 Operators recognise it, the hash of (Lease name, shard key) keeps two stores in one namespace
 apart, and the shard-key annotation is compared on every read so that a hash collision is detected
 instead of merged.
+
+Between the two, the text forms collectors store in row ids and values: an object name as its
+row id (`object_id`, unpadded base64) and back (`name_from_object_id`), and a moment as the
+RFC 3339 UTC timestamp with nine fraction digits of every collector row (`rfc3339_ns`,
+`rfc3339_from_ns`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
 from checkpoint_runtime.constants import (
@@ -206,6 +214,37 @@ def relative_row_problem(kind: CollectorKind, row: str) -> str | None:
     if not takes_id and sep:
         return f"row kind {row_kind!r} takes no /<id>"
     return None
+
+
+# -- row ids and values ---------------------------------------------------------------------------
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def object_id(name: str) -> str:
+    """The seen/gap row id of an object name: unpadded base64 (the old design's row shape)."""
+    return base64.b64encode(name.encode()).decode().rstrip("=")
+
+
+def name_from_object_id(row_id: str) -> str:
+    """Inverse of object_id."""
+    padded = row_id + "=" * (-len(row_id) % 4)
+    return base64.b64decode(padded, validate=True).decode()
+
+
+def rfc3339_from_ns(ns: int) -> str:
+    """Nanoseconds since the epoch as RFC 3339 UTC with nine fraction digits, the timestamp
+    format of every collector row."""
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{fraction:09d}Z"
+
+
+def rfc3339_ns(moment: datetime) -> str:
+    """`moment` (any timezone) in the collector rows' timestamp format."""
+    micros = (moment.astimezone(UTC) - _EPOCH) // _MICROSECOND
+    return rfc3339_from_ns(micros * 1000)
 
 
 # -- object names ---------------------------------------------------------------------------------

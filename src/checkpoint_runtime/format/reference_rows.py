@@ -27,8 +27,9 @@ from checkpoint_runtime.format.naming import (
     SCAN,
     SEEN,
     collector_namespace,
+    object_id,
+    rfc3339_from_ns,
 )
-from checkpoint_runtime.format.values import object_id, rfc3339_from_ns
 
 SHAPES = ("old-design", "uuid")
 LEGACY_ROW_BYTES = 157  # `"key":"value",` of one seen row in the old design's JSON

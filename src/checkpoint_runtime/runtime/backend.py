@@ -19,8 +19,7 @@ from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 if TYPE_CHECKING:
     from kubernetes import client
 
-    from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
-    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate, KubernetesBackend
 
 
 class StoreAddress(Protocol):

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from checkpoint_runtime.backends.base import Backend
-from checkpoint_runtime.backends.etcdspace import EtcdSpaceGate
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors import CheckpointMap, Collector
 from checkpoint_runtime.collectors.runner import CollectorRunner
@@ -160,12 +159,19 @@ class Runtime:
                 lease.api.close()  # type: ignore[no-untyped-call]
 
     def _open_backend(self) -> tuple[Backend, _Lease | None]:
-        """The store's backend, and the elector's client when it elects (kubernetes only)."""
+        """The store's backend, and the elector's client when it elects (kubernetes only).
+        A kubernetes store's writes go through an etcd-space gate whose series the runtime
+        serves; a file store has no etcd, and never loads the Kubernetes client."""
+        space = None
+        if self.settings.store.backend != "file":
+            from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate
+
+            space = EtcdSpaceGate(self.metrics.store.registry)
         backend = open_backend(
             self.settings.store,
             kubeconfig=self._kubeconfig,
             configuration=self._kube_configuration,
-            space=EtcdSpaceGate(self.metrics.store.registry),
+            space=space,
             kinds=self.settings.kinds.shapes,
         )
         if isinstance(backend, FileBackend) or not self.settings.election_enabled:

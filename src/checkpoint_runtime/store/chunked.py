@@ -203,14 +203,11 @@ def write_slots(
         known = manifest.slots.get(slot)
         deadline.check(f"writing chunk slot {slot} of shard {shard!r}")
         try:
-            if known is None:
-                result = backend.create_shard(write, deadline)
-            else:
-                result = backend.update_shard(write, known.version, deadline)
+            record = _put(backend, write, None if known is None else known.version, deadline)
         except ConflictError:
             conflicted.append(index)
             continue
-        written[index] = (slot, Slot(result.version, codec_v3.digest(write.blob), len(write.blob)))
+        written[index] = (slot, record)
     if not conflicted:
         return written
     # The slot holds something the head does not record (a crash or a deposed writer between
@@ -221,9 +218,16 @@ def write_slots(
     for index in conflicted:
         slot, write = writes[index]
         stored = seen[index]
-        if stored is None:
-            result = backend.create_shard(write, deadline)
-        else:
-            result = backend.update_shard(write, stored.version, deadline)
-        written[index] = (slot, Slot(result.version, codec_v3.digest(write.blob), len(write.blob)))
+        record = _put(backend, write, None if stored is None else stored.version, deadline)
+        written[index] = (slot, record)
     return written
+
+
+def _put(backend: Backend, write: ShardWrite, version: str | None, deadline: Deadline) -> Slot:
+    """One slot write: a create (`version` None: never written, as far as the writer knows) or
+    an update guarded by `version`; the record the head keeps of it."""
+    if version is None:
+        result = backend.create_shard(write, deadline)
+    else:
+        result = backend.update_shard(write, version, deadline)
+    return Slot(result.version, codec_v3.digest(write.blob), len(write.blob))

@@ -48,11 +48,10 @@ from checkpoint_runtime.format.naming import shard_key, validate_shard_key
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import chunked, opening, planner
 from checkpoint_runtime.store.budget import DueShard, WriteBudget, expected_bytes, object_bytes
-from checkpoint_runtime.store.fencing import Fence, Stamp
 from checkpoint_runtime.store.metrics import StoreMetrics
 from checkpoint_runtime.store.migration import migrate_on_open
 from checkpoint_runtime.store.options import StoreOptions
-from checkpoint_runtime.store.planner import Layout, ShardState, copy_state
+from checkpoint_runtime.store.planner import Fence, Layout, ShardState, Stamp, copy_state
 
 
 def _id() -> str:

@@ -26,8 +26,7 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.retry import Deadline
-from checkpoint_runtime.store.fencing import Fence, check_not_fenced
-from checkpoint_runtime.store.planner import ShardState
+from checkpoint_runtime.store.planner import Fence, ShardState, check_not_fenced
 
 
 @dataclass

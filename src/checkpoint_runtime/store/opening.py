@@ -29,8 +29,7 @@ from checkpoint_runtime.errors import CorruptShardError, DeadlineExceeded
 from checkpoint_runtime.format import codec, codec_v3
 from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 from checkpoint_runtime.retry import Backoff, Deadline
-from checkpoint_runtime.store.fencing import Stamp
-from checkpoint_runtime.store.planner import Layout, ShardState
+from checkpoint_runtime.store.planner import Layout, ShardState, Stamp
 
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:

@@ -161,14 +161,6 @@ def _inflate(inflater: Any, data: bytes, budget: int) -> bytes | None:
             return b"".join(chunks) if len(chunks) > 1 else chunks[0]
 
 
-def gunzip_bounded(blob: bytes, limit: int, shard: str) -> bytes:
-    """Decompress exactly one gzip member, refusing more than `limit` bytes of output."""
-    members = gunzip_members(blob, limit, shard)
-    if len(members) != 1:
-        raise CorruptShardError(shard, "trailing bytes after the gzip member")
-    return members[0].data
-
-
 def encode_v1_blob(shard: str, rows: Mapping[str, str]) -> bytes:
     """A v1 blob of `rows`, exactly as the v1 release wrote it (tests and fixtures)."""
     return gzip_fixed(codec_v1.encode_envelope(shard, rows))

@@ -25,9 +25,13 @@ from typing import Any
 from kubernetes import client
 
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
-from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.store.core import Store
+
+try:  # this tree: the text forms of ids and values live with the key grammar
+    from checkpoint_runtime.format.naming import rfc3339_from_ns
+except ImportError:  # the older release compared against: their own module
+    from checkpoint_runtime.format.values import rfc3339_from_ns  # type: ignore[no-redef]
 
 
 class Worker:

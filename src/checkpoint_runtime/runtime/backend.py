@@ -18,8 +18,9 @@ from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 
 if TYPE_CHECKING:
     from kubernetes import client
+    from prometheus_client import CollectorRegistry
 
-    from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate, KubernetesBackend
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 
 
 class StoreAddress(Protocol):
@@ -54,24 +55,30 @@ def open_backend(
     kubeconfig: str | None = None,
     configuration: client.Configuration | None = None,
     read_only: bool = False,
-    space: EtcdSpaceGate | None = None,
+    metrics: CollectorRegistry | None = None,
     kinds: Kinds = COLLECTOR_KINDS,
 ) -> FileBackend | KubernetesBackend:
     """The backend of `store`: its folder (read_only: create nothing, lock nothing), or its
-    namespace through `configuration` (default: the credentials `kubeconfig` names); its
+    namespace through `configuration` (default: the credentials `kubeconfig` names), whose
+    etcd-space gate registers its series in `metrics` (a file store has no etcd); its
     ownership checks admit the shard keys of `kinds` (a kind table's `shapes`)."""
     legacy = store.legacy_config_map
     if store.backend == "file":
         folder = store.path or ""
         return FileBackend(folder, store.lease_name, legacy, read_only=read_only, kinds=kinds)
-    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+    from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate, KubernetesBackend
     from checkpoint_runtime.runtime import credentials
 
     if configuration is None:
         configuration = credentials.kube_configuration(kubeconfig)
     namespace = credentials.coordination_namespace(store.namespace)
     return KubernetesBackend(
-        configuration, namespace, store.lease_name, legacy, space=space, kinds=kinds
+        configuration,
+        namespace,
+        store.lease_name,
+        legacy,
+        space=EtcdSpaceGate(metrics),
+        kinds=kinds,
     )
 
 

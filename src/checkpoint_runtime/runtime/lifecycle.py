@@ -160,18 +160,12 @@ class Runtime:
 
     def _open_backend(self) -> tuple[Backend, _Lease | None]:
         """The store's backend, and the elector's client when it elects (kubernetes only).
-        A kubernetes store's writes go through an etcd-space gate whose series the runtime
-        serves; a file store has no etcd, and never loads the Kubernetes client."""
-        space = None
-        if self.settings.store.backend != "file":
-            from checkpoint_runtime.backends.kubernetes import EtcdSpaceGate
-
-            space = EtcdSpaceGate(self.metrics.store.registry)
+        A kubernetes store's etcd-space series are served with the runtime's own."""
         backend = open_backend(
             self.settings.store,
             kubeconfig=self._kubeconfig,
             configuration=self._kube_configuration,
-            space=space,
+            metrics=self.metrics.store.registry,
             kinds=self.settings.kinds.shapes,
         )
         if isinstance(backend, FileBackend) or not self.settings.election_enabled:

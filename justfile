@@ -96,73 +96,10 @@ network-policies-build:
 scanners-build:
     scripts/testenv/build-scanners.sh >&2
 
-# the full gate: Debian packages, setup, builds, lint, types, formatting, generated files, OPA policies, all tests (node tier included); ends with the time of every step and test tier on stderr
+# the full gate: Debian packages, setup, builds (two side by side), lint, types, formatting, generated files, OPA policies, all tests in lanes side by side held to their budget (node tier included); ends with the time of every step and test tier on stderr
 [group('check')]
 check:
-    #!/usr/bin/env bash
-    set -euo pipefail
-    steps=(setup system testenv-build testenv-node-build network-policies-build image
-      policy-tools-build s3-build scanners-build monitoring-tools-build lint typecheck fmt-check
-      gen-check policy-check "test --durations=25")
-    just=("{{ just_executable() }}" --justfile "{{ justfile() }}")
-    scratch=$(mktemp -d)
-    export CHECKPOINT_TEST_TIMES=$scratch/tiers.tsv  # checkpoint_testenv.tiertimes writes it
-    load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
-    started=$(date +%s)
-    # Go's module downloads for every build, in the background, in a session of their own
-    setsid bash -c 'start=$(date +%s); status=0; scripts/testenv/prefetch.sh >"$1/prefetch.log" 2>&1 \
-      || status=$?; echo "$status $(($(date +%s) - start))" >"$1/prefetch.done"' - "$scratch" &
-    prefetch=$!
-    summary() {
-      status=$?
-      kill -- "-$prefetch" 2>/dev/null || true
-      {
-        echo
-        echo "check: time per step (wall s; CPU s: user + system of the step's processes)"
-        while IFS=$'\t' read -r step wall cpu; do
-          printf '  %-24s %8.0f %8.0f\n' "$step" "$wall" "$cpu"
-        done <"$scratch/steps.tsv"
-        if [[ -s $scratch/tiers.tsv ]]; then
-          echo "check: test time per tier (tests; s of setup + call + teardown)"
-          while IFS=$'\t' read -r tier count seconds; do
-            printf '  %-24s %8s %8.0f\n' "$tier" "$count" "$seconds"
-          done <"$scratch/tiers.tsv"
-        fi
-        if [[ -f $scratch/prefetch.done ]]; then
-          read -r code seconds <"$scratch/prefetch.done"
-          echo "check: Go module prefetch (in the background from the start): $seconds s, exit $code"
-        fi
-        verdict=$([[ $status == 0 ]] && echo ok || echo "exit $status")
-        echo "check: $verdict after $(($(date +%s) - started)) s; load average before" \
-          "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
-      } >&2
-      # pytest's own closing line last, as a reader of the log expects it
-      grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected)' "$scratch/test.out" \
-        2>/dev/null | tail -1 || true
-      rm -rf "$scratch"
-    }
-    trap summary EXIT
-    touch "$scratch/steps.tsv"
-    TIMEFORMAT='%R %U %S'
-    exec 3>&2
-    for step in "${steps[@]}"; do
-      read -ra words <<<"$step"
-      echo "check: == $step" >&2
-      status=0
-      if [[ ${words[0]} == test ]]; then
-        { time "${just[@]}" "${words[@]}" 2>&3 | tee "$scratch/test.out"; } 2>"$scratch/time" \
-          || status=$?
-      else
-        { time "${just[@]}" "${words[@]}" 2>&3; } 2>"$scratch/time" || status=$?
-      fi
-      read -r wall user system <"$scratch/time" || true
-      cpu=$(awk -v u="${user:-0}" -v s="${system:-0}" 'BEGIN { print u + s }')
-      printf '%s\t%s\t%s\n' "$step" "${wall:-0}" "$cpu" >>"$scratch/steps.tsv"
-      if ((status != 0)); then
-        echo "check: $step failed (exit $status)" >&2
-        exit "$status"
-      fi
-    done
+    JUST="{{ just_executable() }}" scripts/check.sh
 
 # ruff lint and yamllint on the chart
 [group('check')]
@@ -220,6 +157,11 @@ image:
 [group('test')]
 test *ARGS: setup testenv-build
     {{ bin }}/pytest {{ ARGS }}
+
+# run every test in lanes side by side (tests/lanes.toml), failing past the test step's budget; ARGS go to every lane's pytest
+[group('test')]
+test-lanes *ARGS: setup testenv-build
+    {{ py }} -m checkpoint_testenv.lanes {{ ARGS }}
 
 # render the chart with the defaults (or -f FILE / --set ...) in-process, as the gate does: only YAML goes to stdout, the gate's verdict to stderr (exit 1 on a deny)
 [group('render')]

@@ -70,14 +70,14 @@ def write(folder: str, rows: int) -> None:
 
 
 def measure(folder: str, phase: str, rows: int) -> dict[str, int]:
-    import io
+    import os
 
     import fsspec
 
     import checkpoint_runtime.runtime.lifecycle  # noqa: F401  (what a running runtime imports)
     from checkpoint_runtime.backends.file import FileBackend
     from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
-    from checkpoint_runtime.collectors.sink import JsonLinesSink
+    from checkpoint_runtime.collectors.sink import open_sink
     from checkpoint_runtime.store import chunked
     from checkpoint_runtime.store.core import Store
     from checkpoint_runtime.store.options import StoreOptions
@@ -110,7 +110,7 @@ def measure(folder: str, phase: str, rows: int) -> dict[str, int]:
     else:  # one poll of the feed at capacity: it finds one new object, evicts one, persists
         collector = ObjectStoreCollector(
             store,
-            JsonLinesSink(io.StringIO()),
+            open_sink("file", os.devnull),
             feed=SHARD.split("/")[-1],
             url=f"file://{Path(folder) / 'feed'}",
             max_seen_keys=rows,

@@ -11,6 +11,7 @@ import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
+from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.format.naming import name_from_object_id, object_id
 from checkpoint_runtime.store.core import Store
 
@@ -46,7 +47,7 @@ def write_object(bucket: Path, name: str, lines: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-def collector(store: Store, sink: ListSink, bucket: Path, **kwargs: Any) -> ObjectStoreCollector:
+def collector(store: Store, sink: Sink, bucket: Path, **kwargs: Any) -> ObjectStoreCollector:
     return ObjectStoreCollector(store, sink, feed="f1", url=str(bucket), **kwargs)
 
 
@@ -190,3 +191,56 @@ def test_file_urls_as_the_chart_renders_them(tmp_path: Path, bucket: Path) -> No
     )
     assert feed.poll() == 1
     assert sink.objects() == ["day/one.json"]
+
+
+class _Killed(BaseException):
+    """The process dies here: no handler of the collector runs."""
+
+
+class _KilledMidRecord:
+    """A file sink whose process is killed while it writes its `nth` record: half the line got
+    into the file."""
+
+    def __init__(self, path: Path, nth: int) -> None:
+        self.path, self.nth, self.emitted = path, nth, 0
+        self.sink = open_sink("file", str(path))
+
+    def emit(self, record: dict[str, Any]) -> None:
+        self.emitted += 1
+        if self.emitted == self.nth:
+            line = json.dumps(record, separators=(",", ":"), sort_keys=True)
+            with self.path.open("a") as file:
+                file.write(line[: len(line) // 2])
+            raise _Killed
+        self.sink.emit(record)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+def test_a_restart_over_a_sink_torn_by_a_kill_repeats_at_most_the_chunk_in_flight(
+    tmp_path: Path, bucket: Path
+) -> None:
+    """The first process dies inside the second record of its second chunk (chunks of 3): the
+    file sink ends with half of that line. The restarted process ends the fragment's line before
+    its first record and emits the second chunk again; every other line is a whole record."""
+    for index in range(9):
+        write_object(bucket, f"obj-{index}.json", [{"n": index}])
+    path = tmp_path / "records.jsonl"
+    first = _KilledMidRecord(path, nth=5)
+    with pytest.raises(_Killed):
+        collector(open_store(tmp_path / "cp"), first, bucket, chunk_objects=3).poll()
+    first.close()  # what the kernel does for a killed process
+    second = open_sink("file", str(path))
+    assert collector(open_store(tmp_path / "cp"), second, bucket, chunk_objects=3).poll() == 6
+    second.close()
+    lines = path.read_text().splitlines()
+    fragment = lines.pop(4)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(fragment)
+    objects = [json.loads(line)["object"] for line in lines]
+    assert objects == [f"obj-{index}.json" for index in (0, 1, 2, 3, 3, 4, 5, 6, 7, 8)]
+    assert lines[5].startswith(fragment)  # the torn record, whole this time

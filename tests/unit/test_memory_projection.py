@@ -8,9 +8,9 @@ wrong fails here."""
 from __future__ import annotations
 
 import gc
-import io
 import json
 import logging
+import os
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +21,7 @@ import pytest
 from checkpoint_runtime import cli
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector
-from checkpoint_runtime.collectors.sink import JsonLinesSink
+from checkpoint_runtime.collectors.sink import open_sink
 from checkpoint_runtime.constants import (
     MEMORY_BASELINE_BYTES,
     MEMORY_COMPACTION_BYTES_PER_ROW,
@@ -355,9 +355,10 @@ def test_a_poll_at_capacity_takes_no_more_than_the_projection_says(
     store = Store.open(
         FileBackend(stored, "cr"), writer="r", max_chunks=32, migrate=False, debounce_seconds=0
     )
+    sink = open_sink("file", os.devnull)
     collector = ObjectStoreCollector(
         store,
-        JsonLinesSink(io.StringIO()),
+        sink,
         feed="measured",
         url=f"file://{feed}",
         max_seen_keys=MEASURED_ROWS,
@@ -371,6 +372,7 @@ def test_a_poll_at_capacity_takes_no_more_than_the_projection_says(
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
+        sink.close()
     assert len(store.shard_states()[SHARD].rows) == rows  # one seen row in, one evicted
     bound = rows * MEMORY_POLL_BYTES_PER_ROW
     assert bound / 3 < peak <= bound

@@ -1,17 +1,35 @@
 """Where collected records go: JSON lines on stdout or appended to a file.
 
-`flush()` makes what was emitted durable *before* a collector records it as seen, so a crash
-can at worst repeat records (at-least-once), never lose them.
+Each record is one line handed to the kernel by one unbuffered write() call as it is emitted:
+no part of it waits in a process buffer for a later write, so a kill between two writes cannot
+split a record. `flush()` makes what was emitted durable *before* a collector records it as
+seen, so a crash can at worst repeat records (at-least-once), never lose them.
+
+A file is opened O_APPEND: the kernel appends each write() whole under the file's lock, so no
+other writer's bytes land inside a record. On a local file system, write() takes fewer bytes only
+when the file can take no more (disk full, file size limit) or when a SIGKILL arrives while the
+kernel copies the line (it stops at a page boundary, and the process never resumes); a second
+write() then only reports the error. The loop in `_write` is for pipes and terminals (stdout),
+where a signal handler can end a blocking write() after part of the line got in and the rest
+must follow; the kernel writes a line of up to PIPE_BUF (4096) bytes to a pipe in one piece.
+
+So the only torn line a file can hold is its last one, without its newline. It is kept and
+terminated: the first write after it starts with a newline (whether this sink cut it or the file
+came that way from an earlier process), so the next record has a line of its own. The fragment
+is never valid JSON (a record ends with its closing brace), and its record was not flushed, so
+the collector emits it again in full with the rest of its chunk.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import sys
 import threading
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from checkpoint_runtime.errors import ConfigError
 
@@ -25,37 +43,69 @@ class Sink(Protocol):
 
 
 class JsonLinesSink:
-    """One JSON document per line; thread-safe, shared by every collector."""
+    """One JSON document per line on a file descriptor; thread-safe, shared by every collector.
 
-    def __init__(self, stream: IO[str], fsync: bool = False) -> None:
-        self._stream = stream
+    `fsync`: `flush()` syncs the file to disk (a regular file). `owned`: `close()` closes `fd`.
+    """
+
+    def __init__(self, fd: int, *, fsync: bool = False, owned: bool = False) -> None:
+        self._fd = fd
         self._fsync = fsync
+        self._owned = owned
         self._lock = threading.Lock()
+        self._torn: bool | None = None  # does the output end inside a line? None: not looked yet
 
     def emit(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), sort_keys=True)
+        line = json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n"
         with self._lock:
-            self._stream.write(line + "\n")
+            if self._torn is None:
+                self._torn = _ends_inside_a_line(self._fd)
+            self._write(("\n" + line if self._torn else line).encode())
+
+    def _write(self, data: bytes) -> None:
+        done = 0
+        try:
+            while done < len(data):
+                written = os.write(self._fd, data[done:])
+                if not written:
+                    raise OSError(errno.EIO, "the sink took no bytes")
+                done += written
+        finally:
+            if done:
+                self._torn = data[done - 1] != ord("\n")
 
     def flush(self) -> None:
-        with self._lock:
-            self._stream.flush()
-            if self._fsync:
-                os.fsync(self._stream.fileno())
+        if self._fsync:
+            with self._lock:
+                os.fsync(self._fd)
 
     def close(self) -> None:
         self.flush()
-        if self._stream is not sys.stdout:
-            self._stream.close()
+        if self._owned:
+            os.close(self._fd)
+
+
+def _ends_inside_a_line(fd: int) -> bool:
+    """A regular file whose last byte is not a newline (its last line is torn)."""
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_size == 0:
+            return False
+        return os.pread(fd, 1, status.st_size - 1) != b"\n"
+    except OSError:  # stdout opened write-only: it is not this sink's to repair
+        return False
 
 
 def open_sink(kind: str, path: str | None = None) -> JsonLinesSink:
     """The sink the runtime config names (`sink.kind`: stdout or file)."""
     if kind == "stdout":
-        return JsonLinesSink(sys.stdout)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # anything printed before goes out before the first record
+        return JsonLinesSink(1)
     if kind == "file":
         if not path:
             raise ConfigError("sink.path", "is required for sink kind 'file'")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return JsonLinesSink(open(path, "a", encoding="utf-8"), fsync=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        return JsonLinesSink(fd, fsync=stat.S_ISREG(os.fstat(fd).st_mode), owned=True)
     raise ConfigError("sink.kind", f"unknown sink kind {kind!r}")

@@ -158,6 +158,9 @@ def run(plane: ControlPlane, *args: str) -> str:
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
+        # the discovery cache of the plane's own (not ~/.kube/cache, which outlives the run and
+        # is keyed only by host and port: another run's server may reuse the port)
+        "KUBECACHEDIR": str(home / "kube-cache"),
         "KUBECONFIG": str(plane.kubeconfig),
     }
     command = [str(plane.bin_dir / "helm"), *args, "--kubeconfig", str(plane.kubeconfig)]

@@ -50,6 +50,7 @@ from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import opening
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2
+from checkpoint_testenv.support.bytecode import child_env
 from checkpoint_testenv.support.kubetarget import RawObject
 from checkpoint_testenv.support.releases import (
     FIRST_V3,
@@ -524,7 +525,7 @@ def test_the_previous_release_refuses_a_v3_shard_by_name(
         "    print(type(error).__name__, error); sys.exit(0)\n"
         "print('OPENED'); sys.exit(1)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "previous" / "src")}
+    env = child_env({**os.environ, "PYTHONPATH": str(tmp_path / "previous" / "src")})
     result = subprocess.run(
         [sys.executable, "-c", program], env=env, capture_output=True, text=True
     )

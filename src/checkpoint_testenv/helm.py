@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -158,6 +159,9 @@ def run(plane: ControlPlane, *args: str) -> str:
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
+        # the discovery cache of the plane's own (not ~/.kube/cache, which outlives the run and
+        # is keyed only by host and port: another run's server may reuse the port)
+        "KUBECACHEDIR": str(home / "kube-cache"),
         "KUBECONFIG": str(plane.kubeconfig),
     }
     command = [str(plane.bin_dir / "helm"), *args, "--kubeconfig", str(plane.kubeconfig)]
@@ -216,3 +220,28 @@ def _lease_name_from_role(manifest: list[dict[str, Any]]) -> str:
             if "leases" in rule.get("resources", []) and rule.get("resourceNames"):
                 return str(rule["resourceNames"][0])
     raise HelmError("no lease name in the runtime config nor in a Role's resourceNames")
+
+
+class ReleasePool:
+    """Releases of the chart with its default values, each in a namespace of its own that no
+    other test has used (what `chart_install()` gives), installed one ahead: while a test runs,
+    the next test's release is installed in a thread beside it, so a test waits for none."""
+
+    def __init__(self, plane: ControlPlane, prefix: str = "chart") -> None:
+        self._plane = plane
+        self._prefix = prefix
+        self._installer = ThreadPoolExecutor(1, "release-pool")
+        self._next: Future[Release] | None = None
+
+    def _install(self) -> Release:
+        return install(self._plane, self._plane.create_namespace(self._prefix))
+
+    def take(self) -> Release:
+        """A release no one has taken (an install's failure is raised here, to its taker)."""
+        taken = self._next or self._installer.submit(self._install)
+        self._next = self._installer.submit(self._install)
+        return taken.result()
+
+    def close(self) -> None:
+        """Wait for the install under way (its release is left unused) and stop."""
+        self._installer.shutdown(wait=True, cancel_futures=True)

@@ -1,16 +1,16 @@
 """A collector whose state spans several chunk slots survives deleting the leader pod.
 
 The object-store collector from the shipped image reads a real S3 server (SeaweedFS on the node
-link's host address). Its seen-set is made large (long object names, `maxSeenKeys` raised) so
-its shard's base moves from the head into several chunk slots (gzip-shards-v3). The leader pod
-is deleted; the successor opens the chunked shard, checkpoints on, and every object is emitted
-exactly once and is marked seen in the stored shards (read back with the product's reader).
+link's host address). Its seen-set is made large (long random object names, `maxSeenKeys`
+raised) so its shard's base moves from the head into several chunk slots (gzip-shards-v3). The
+leader pod is deleted; the successor opens the chunked shard, checkpoints on, and every object
+is emitted exactly once and is marked seen in the stored shards (read back with the product's
+reader).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 
@@ -28,15 +28,21 @@ from checkpoint_testenv.node.observe import (
     restricted_namespace,
     stored_chunks,
     wait_for,
+    wait_more_polls,
 )
-from checkpoint_testenv.node.storage import put_feed_objects, s3_secret, s3_values
+from checkpoint_testenv.node.storage import (
+    long_object_name,
+    put_feed_objects,
+    s3_secret,
+    s3_values,
+)
 from checkpoint_testenv.s3server import S3Server
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
 FEED = "feed-big"
 SHARD = f"tn1/objectstore/{FEED}"
-FIRST = 6000  # about 300 KB of compressed seen rows with these names: three chunks
-SECOND = 500
+FIRST = 1200  # about 300 KB of compressed seen rows with these names: three chunks
+SECOND = 100
 SEEN_KEYS = 20_000
 
 
@@ -51,13 +57,9 @@ def release(node_cluster: NodeCluster, node_s3: S3Server, bucket: str) -> Iterat
     helm.run(plane, "uninstall", installed.name, "--namespace", namespace, "--wait")
 
 
-def _random_name() -> str:
-    return "".join(uuid.uuid4().hex for _ in range(3))
-
-
 def upload(server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     """`count` objects with long random names (their seen rows compress badly: a big base)."""
-    names = [f"{batch}/{_random_name()}.json" for _ in range(count)]
+    names = [long_object_name(batch) for _ in range(count)]
     put_feed_objects(server, bucket, names)
     return sorted(names)
 
@@ -90,7 +92,7 @@ def test_a_state_spanning_several_chunks_survives_deleting_the_leader_pod(
     wait_for(
         lambda: len(checkpointed(release)) == FIRST + SECOND, 120, "the second batch checkpointed"
     )
-    time.sleep(3)  # a few more polls: anything emitted twice would show now
+    wait_more_polls(release, logs.followers[successor], SHARD)  # a twice-emitted would show
     logs.refresh()
     counts = Counter(logs.objects(leader, FEED) + logs.objects(successor, FEED))
     assert set(counts) == set(first) | set(second), "lost or unexpected objects"

@@ -8,7 +8,6 @@ flowlogs collector from the stored cursor.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -72,9 +71,14 @@ def test_file_store_state_survives_pod_deletion(
     wait_for(replacement_ready, 120, "the replacement pod Ready")
     (second,) = runtime_pods(file_release)
     logs.refresh()
-    time.sleep(3 * POLL_SECONDS)
-    added = flow_feed.stop()
     second_name = second.metadata.name
+    live = flow_feed.added[-1]  # the feed runs on into the replacement's life
+    wait_for(
+        lambda: max(logs.flow_numbers(second_name), default=0) > live,
+        60,
+        "the replacement emitting records added after it was Ready",
+    )
+    added = flow_feed.stop()
     wait_for(
         lambda: max(logs.flow_numbers(second_name), default=0) >= added[-1],
         60,

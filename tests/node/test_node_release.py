@@ -180,7 +180,12 @@ def test_failover_after_deleting_the_leader_pod(
     logs.refresh()
     logs.followers[leader].join(timeout=grace + 10)
     assert logs.followers[leader].done, "the deleted leader's container did not end"
-    time.sleep(3 * POLL_SECONDS)
+    live = flow_feed.added[-1]  # the feed runs on into the new leader's term
+    wait_for(
+        lambda: max(logs.flow_numbers(successor), default=0) > live,
+        30,
+        "the new leader emitting records added after the takeover",
+    )
     added = flow_feed.stop()
     wait_for(
         lambda: max(logs.flow_numbers(successor), default=0) >= added[-1],

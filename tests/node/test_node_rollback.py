@@ -20,7 +20,6 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,9 +45,17 @@ from checkpoint_testenv.node.observe import (
     stored_chunks,
     stored_heads,
     wait_for,
+    wait_more_polls,
+    with_fast_readiness,
 )
-from checkpoint_testenv.node.storage import put_feed_objects, s3_secret, s3_values
+from checkpoint_testenv.node.storage import (
+    long_object_name,
+    put_feed_objects,
+    s3_secret,
+    s3_values,
+)
 from checkpoint_testenv.s3server import S3Server
+from checkpoint_testenv.support.bytecode import child_env
 from checkpoint_testenv.support.runtime_process import seen_ids, stored_rows
 
 FEED = "feed-rollback"
@@ -84,14 +91,14 @@ def scene(
     old = {**values, "image": {"tag": previous.tag}}
     release = install_ready(plane, namespace, old, chart_dir=previous.chart_dir)
     found = Scene(release, previous)
-    found.values_file.write_text(json.dumps(values))
+    found.values_file.write_text(json.dumps(with_fast_readiness(values)))  # the upgrade's
     yield found
     helm.run(plane, "uninstall", release.name, "--namespace", namespace, "--wait")
 
 
 def upload(scene: Scene, server: S3Server, bucket: str, batch: str, count: int) -> list[str]:
     """`count` objects with long random names (seen rows that compress badly)."""
-    names = [f"{batch}/{uuid.uuid4().hex * 2}{uuid.uuid4().hex}.json" for _ in range(count)]
+    names = [long_object_name(batch) for _ in range(count)]
     put_feed_objects(server, bucket, names)
     scene.uploaded += names
     return names
@@ -130,7 +137,7 @@ def test_the_previous_release_checkpoints_v2_shards(
     pods = runtime_pods(release)
     assert pods
     assert all(image_of(p).endswith(f":{scene.previous.tag}") for p in pods)
-    upload(scene, node_s3, bucket, "01", 800)
+    upload(scene, node_s3, bucket, "01", 120)
     wait_for(lambda: checkpointed(release) == ids(scene.uploaded), 180, "batch 1 checkpointed")
     assert head_format(release) == SHARD_FORMAT_V2
 
@@ -145,9 +152,9 @@ def test_upgrading_moves_the_shard_to_v3_chunks(
         "--wait", "--timeout", "300s",
     )  # fmt: skip
     assert all(not image_of(p).endswith(f":{scene.previous.tag}") for p in runtime_pods(release))
-    # Enough random 96-character names that the row-block base passes what stays inline in
-    # the head (half of a chunk's target size) and goes into a chunk slot.
-    upload(scene, node_s3, bucket, "02", 2000)
+    # Enough long random names that the row-block base passes what stays inline in the head
+    # (half of a chunk's target size) and goes into a chunk slot.
+    upload(scene, node_s3, bucket, "02", 360)
     wait_for(lambda: checkpointed(release) == ids(scene.uploaded), 180, "batch 2 checkpointed")
     wait_for(lambda: stored_chunks(release).get(SHARD, 0) >= 1, 60, "the base in a chunk slot")
     assert head_format(release) == SHARD_FORMAT
@@ -195,7 +202,7 @@ def test_downgrade_then_scale_up_the_previous_release_loses_no_row(
             "--namespace", release.namespace, "--lease-name", release.lease_name,
             "--kubeconfig", str(release.plane.kubeconfig),
         ],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, env=child_env(), check=False,
     )  # fmt: skip
     print(f"\ndowngrade --to v2: {time.monotonic() - begun:.1f} s\n{result.stdout}")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -225,10 +232,10 @@ def test_downgrade_then_scale_up_the_previous_release_loses_no_row(
         release.plane, release.namespace
     )
     follower = LogFollower(release, successor)
-    third = upload(scene, node_s3, bucket, "03", 100)
+    third = upload(scene, node_s3, bucket, "03", 20)
     wait_for(lambda: len(follower.objects(FEED)) >= len(third), 180, "batch 3 emitted")
     wait_for(lambda: checkpointed(release) == ids(scene.uploaded), 120, "batch 3 checkpointed")
-    time.sleep(3)  # a few more polls: anything emitted twice would show now
+    wait_more_polls(release, follower, SHARD)  # anything emitted twice would show now
     assert sorted(follower.objects(FEED)) == sorted(third)  # nothing seen before came again
     after = stored_rows(release)
     assert after.keys() >= rows.keys()

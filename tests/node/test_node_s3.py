@@ -23,6 +23,7 @@ from checkpoint_testenv.node.observe import (
     lease_holder,
     restricted_namespace,
     wait_for,
+    wait_more_polls,
 )
 from checkpoint_testenv.node.storage import put_feed_objects, s3_secret, s3_values
 from checkpoint_testenv.s3server import S3Server
@@ -72,7 +73,7 @@ def test_s3_scan_from_the_image_survives_deleting_the_leader_pod(
     second = upload(node_s3, bucket, "02", 200)
     logs.refresh()
     wait_for(lambda: len(logs.objects(successor, FEED)) >= len(second), 120, "the second batch")
-    time.sleep(3)  # a few more polls: anything emitted twice would show now
+    wait_more_polls(release, logs.followers[successor], SHARD)  # a twice-emitted would show
     logs.refresh()
     counts = Counter(logs.objects(leader, FEED) + logs.objects(successor, FEED))
     assert set(counts) == set(first) | set(second), "lost or unexpected objects"

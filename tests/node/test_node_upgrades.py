@@ -8,7 +8,6 @@ cursor a little in the past), fed by a flow-log endpoint the test serves.
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -145,8 +144,14 @@ def test_helm_upgrade_while_checkpointing_loses_no_row(
         "--set", "checkpoint.store.debounceSeconds=2", "--wait", "--timeout", "300s",
     )  # fmt: skip
     wait_for(lambda: holder_pod(lease_holder(release)) not in ("", before), 120, "a new leader")
-    logs.refresh()
-    time.sleep(3 * POLL_SECONDS)
+    leader = holder_pod(lease_holder(release))
+    live = flow_feed.added[-1]  # the feed runs on into the new leader's term
+
+    def leader_emitting_live() -> bool:
+        logs.refresh()
+        return max(logs.flow_numbers(leader), default=0) > live
+
+    wait_for(leader_emitting_live, 60, "the new leader emitting records added after it led")
     added = flow_feed.stop()
     wait_for(lambda: max(_emitted(logs)) >= added[-1], 60, "the last record emitted")
     emitted = _emitted(logs)

@@ -25,6 +25,7 @@ from checkpoint_runtime.backends.file import write_legacy_file
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_testenv.flowlogs import FlowLogServer
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.bytecode import child_env
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import (
     RuntimeProcess,
@@ -61,7 +62,9 @@ def emitted(tmp_path: Path) -> list[str]:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "checkpoint_runtime.cli", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=60, env=child_env(), check=False
+    )
 
 
 @pytest.fixture

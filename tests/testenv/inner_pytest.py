@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from checkpoint_testenv.support.bytecode import child_env
+
 
 def run_inner_pytest(
     test_file: Path, *options: str, env: dict[str, str] | None = None
@@ -18,7 +20,7 @@ def run_inner_pytest(
         command,
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env=child_env({**os.environ, **(env or {})}),
         cwd=test_file.parent,
         check=False,
     )

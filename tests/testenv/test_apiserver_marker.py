@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from inner_pytest import run_inner_pytest
 
+from checkpoint_testenv.support.bytecode import child_env
+
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES_PARAM = re.compile(r"\[(?:[^\]]*-)?kubernetes(?:-[^\]]*)?\]$")
 
@@ -19,7 +21,7 @@ def collect(marker: str) -> set[str]:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", marker, "tests/store"],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        capture_output=True, text=True, cwd=ROOT, env=child_env(), check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     return {line for line in result.stdout.splitlines() if "::" in line}

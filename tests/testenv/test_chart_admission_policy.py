@@ -119,7 +119,7 @@ def wait_until_enforced(subject: Subject) -> None:
                 return
             raise
         assert time.monotonic() < deadline, "the admission policy was never enforced"
-        time.sleep(0.5)
+        time.sleep(0.1)  # a dry run: the test goes on within 0.1 s of the policy being enforced
 
 
 @pytest.fixture(scope="module", params=SCOPES)

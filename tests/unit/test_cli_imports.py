@@ -15,6 +15,7 @@ import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.bytecode import child_env
 
 # Top-level packages a file-store command must not import, and the commands that also must not
 # import the store's metrics.
@@ -51,7 +52,7 @@ def file_store(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def loaded(args: list[str], cache: Path) -> tuple[int, set[str]]:
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    env = child_env({**os.environ, "XDG_CACHE_HOME": str(cache)})
     result = subprocess.run(
         [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, check=False
     )
@@ -112,6 +113,7 @@ def test_the_runtime_opens_a_file_store_without_the_kubernetes_client(tmp_path: 
         [sys.executable, "-c", OPEN_FILE_STORE, str(folder)],
         capture_output=True,
         text=True,
+        env=child_env(),
         check=False,
     )
     assert result.returncode == 0, result.stderr

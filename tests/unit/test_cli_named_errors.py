@@ -18,13 +18,19 @@ import pytest
 
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support.bytecode import child_env
 
 COMMAND = Path(sys.executable).with_name("checkpoint-runtime")
 
 
 def run_cli(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     completed = subprocess.run(
-        [str(COMMAND), *argv], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
+        [str(COMMAND), *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(env),
     )
     return completed.returncode, completed.stdout, completed.stderr
 

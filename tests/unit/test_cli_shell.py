@@ -17,6 +17,7 @@ import pytest
 import checkpoint_gate
 from checkpoint_runtime import cli
 from checkpoint_runtime.errors import ConfigError, ConflictError, WriteUncertainError
+from checkpoint_testenv.support.bytecode import child_env
 
 HEAVY = (
     "kubernetes",
@@ -56,7 +57,7 @@ def test_top_level_help_imports_no_subcommand_and_no_heavy_dependency() -> None:
         "print('LOADED', loaded)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), check=True
     )
     assert "usage: checkpoint-runtime" in result.stdout
     assert "LOADED []" in result.stdout

@@ -14,6 +14,7 @@ import pytest
 from checkpoint_runtime import usercache
 from checkpoint_runtime.collectors import builtin
 from checkpoint_runtime.constants import PROJECTION_CACHE_KIND, USER_CACHE_FOLDER
+from checkpoint_testenv.support.bytecode import child_env
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ for _ in range(20):
 
 
 def test_concurrent_writers_leave_one_whole_entry(cache: Path) -> None:
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache.parent)}
+    env = child_env({**os.environ, "XDG_CACHE_HOME": str(cache.parent)})
     writers = [
         subprocess.Popen([sys.executable, "-c", WRITER, letter], env=env) for letter in "abcd"
     ]

@@ -21,6 +21,7 @@ from checkpoint_testenv import helm
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support import polling
+from checkpoint_testenv.support.runtime_process import metric_value
 
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
@@ -153,23 +154,54 @@ def pod_get(release: Release, pod: str, path: str) -> str:
     return str(answer)
 
 
+def pod_metric(release: Release, pod: str, name: str, labels: str = "") -> float | None:
+    """Series `name{labels}` of one pod's /metrics (through the API server's pod proxy)."""
+    return metric_value(pod_get(release, pod, "/metrics"), name, labels)
+
+
+def log_text(release: Release, pod: str, container: str = "runtime") -> str:
+    """Everything `container` of `pod` has logged so far (read once, not followed)."""
+    with release.plane.admin_api() as api:
+        text: Any = client.CoreV1Api(api).read_namespaced_pod_log(
+            pod, release.namespace, container=container
+        )
+    return str(text)
+
+
+def wait_more_polls(
+    release: Release, follower: LogFollower, shard: str, polls: int = 3, timeout: float = 60
+) -> None:
+    """Wait until the collector of `shard` in the followed pod has completed `polls` more
+    polls, and the follower holds every line its container had logged by then: anything
+    those polls emitted (a record emitted twice, say) is in `follower` when this returns."""
+    labels = f'collector="{shard}"'
+
+    def count() -> float:
+        return pod_metric(release, follower.pod, "checkpoint_collector_polls_total", labels) or 0
+
+    start = count()
+    wait_for(lambda: count() >= start + polls, timeout, f"{polls} more polls of {shard}")
+    logged = log_text(release, follower.pod, follower.container).count("\n")  # whole lines
+    wait_for(lambda: len(follower.lines) >= logged, timeout, "the log follower caught up")
+
+
 class LogFollower:
     """Streams one container's log (follow) in a thread until the container ends."""
 
     def __init__(self, release: Release, pod: str, container: str = "runtime") -> None:
         self.lines: list[str] = []
         self._release = release
-        self._pod = pod
-        self._container = container
+        self.pod = pod
+        self.container = container
         self._thread = threading.Thread(target=self._follow, daemon=True)
         self._thread.start()
 
     def _follow(self) -> None:
         with self._release.plane.admin_api() as api:
             stream: Any = client.CoreV1Api(api).read_namespaced_pod_log(
-                self._pod,
+                self.pod,
                 self._release.namespace,
-                container=self._container,
+                container=self.container,
                 follow=True,
                 _preload_content=False,
             )
@@ -239,13 +271,26 @@ class ReleaseLogs:
         return self.followers[pod].objects(feed) if pod in self.followers else []
 
 
+FAST_READINESS = {"initialDelaySeconds": 1, "periodSeconds": 1, "failureThreshold": 15}
+"""The readiness probe of the node tests' releases: every second from the first (the chart's
+default: every 5 s after 2 s, 3 failures), so `helm --wait` and the tests see a pod Ready
+within a second of it being so; a pod still goes not-ready after the same 15 s of failures."""
+
+
+def with_fast_readiness(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with `FAST_READINESS` under any readiness timings they set themselves."""
+    probes = values.get("probes", {})
+    readiness = {**FAST_READINESS, **probes.get("readiness", {})}
+    return {**values, "probes": {**probes, "readiness": readiness}}
+
+
 def install_ready(
     plane: ControlPlane, namespace: str, values: dict[str, Any], **options: Any
 ) -> Release:
-    """`helm install --wait`; a failure is raised with `describe(plane, namespace)`, what a failed
-    install needs to explain itself."""
+    """`helm install --wait` with `with_fast_readiness(values)`; a failure is raised with
+    `describe(plane, namespace)`, what a failed install needs to explain itself."""
     try:
-        return helm.install(plane, namespace, values, wait=True, **options)
+        return helm.install(plane, namespace, with_fast_readiness(values), wait=True, **options)
     except helm.HelmError as failure:
         raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
 

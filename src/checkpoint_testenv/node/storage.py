@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,17 @@ def put_feed_objects(server: S3Server, bucket: str, names: list[str], prefix: st
     node tests' object-store collectors read and emit."""
     body = [(f"{prefix}/{name}", (json.dumps({"object": name}) + "\n").encode()) for name in names]
     server.put_many(bucket, body)
+
+
+LONG_NAME_HEX = 480
+"""Random hex characters in a `long_object_name`: its seen row takes ~5x the compressed bytes
+of a 96-character one, so a few hundred objects make a state of several chunk slots."""
+
+
+def long_object_name(batch: str) -> str:
+    """`<batch>/<240 hex>/<240 hex>.json`: an object name whose seen row compresses badly (all
+    random), in segments SeaweedFS accepts (it refuses one over 255 characters). Few large rows
+    instead of many small ones: the same bytes of state for a fifth of the uploads, reads,
+    listing and records of the objects."""
+    half = LONG_NAME_HEX // 2
+    return f"{batch}/{secrets.token_hex(half // 2)}/{secrets.token_hex(half // 2)}.json"

@@ -21,6 +21,7 @@ from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import DEFAULT_STORE_NAME
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import free_port
+from checkpoint_testenv.support.bytecode import child_env
 from checkpoint_testenv.support.polling import wait_for
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class RuntimeProcess:
             argv += ["--kubeconfig", str(self.kubeconfig)]
         argv += list(self.extra_args)
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "POD_NAME")}
-        env.update(self.env)
+        env = child_env(env) | self.env
         with open(self.stderr_path, "ab") as stderr:
             self.process = subprocess.Popen(
                 argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=self.workdir

@@ -133,3 +133,105 @@ def test_the_parts_together_make_every_run_each_whole_in_one_part(parts: int, sp
 def test_a_search_past_its_limit_stops_by_name() -> None:
     with pytest.raises(exploration.TreeTooLarge):
         list(exploration.explore_tree(runner([]), limit=3))
+
+
+# -- sleep sets: two or three actors sharing objects -------------------------------------------
+
+PROGRAMS = {
+    "A": [("read", "x"), ("write", "y"), ("read", "z"), ("write", "x")],
+    "B": [("write", "x"), ("read", "y"), ("read", "z")],
+    "C": [("read", "z"), ("write", "z")],
+}
+
+
+def concurrent(
+    actors: str, log: list[tuple[str, ...]]
+) -> Callable[[exploration.Chooser], tuple[object, ...]]:
+    """Actors run their programs in the order chosen; a write stores what its actor has read
+    so far, so the order of dependent steps shows in the final state (the run's result)."""
+
+    def run(choose: exploration.Chooser) -> tuple[object, ...]:
+        store: dict[str, str] = {}
+        seen: dict[str, list[str]] = {actor: [] for actor in actors}
+        step = dict.fromkeys(actors, 0)
+        schedule: list[str] = []
+        while ready := [a for a in actors if step[a] < len(PROGRAMS[a])]:
+            options = [f"{a}: {' '.join(PROGRAMS[a][step[a]])}" for a in ready]
+            picked = options[choose(options)]
+            actor = picked[0]
+            verb, name = PROGRAMS[actor][step[actor]]
+            if verb == "read":
+                seen[actor].append(store.get(name, "-"))
+            else:
+                store[name] = f"{actor}{step[actor]}<{','.join(seen[actor])}>"
+            step[actor] += 1
+            schedule.append(picked)
+        log.append(tuple(schedule))
+        return (tuple(sorted(store.items())), tuple(tuple(seen[a]) for a in actors))
+
+    return run
+
+
+def independent(a: object, b: object) -> bool:
+    actor_a, verb_a, name_a = str(a).replace(":", "").split()
+    actor_b, verb_b, name_b = str(b).replace(":", "").split()
+    return actor_a != actor_b and (name_a != name_b or verb_a == verb_b == "read")
+
+
+def trace(schedule: tuple[str, ...]) -> tuple[str, ...]:
+    """The lexicographic normal form of a schedule: its class up to swapping neighbours that
+    are independent."""
+    rest, form = list(schedule), []
+    while rest:
+        movable = [
+            i for i, step in enumerate(rest) if all(independent(rest[j], step) for j in range(i))
+        ]
+        form.append(rest.pop(min(movable, key=lambda i: rest[i])))
+    return tuple(form)
+
+
+@pytest.mark.parametrize("actors", ["AB", "ABC"])
+def test_sleep_sets_make_every_class_of_runs_once_and_every_outcome(actors: str) -> None:
+    every: list[tuple[str, ...]] = []
+    outcomes = set(exploration.explore_tree(concurrent(actors, every)))
+    reduced: list[tuple[str, ...]] = []
+    counts: dict[str, int] = {}
+    kept = list(
+        exploration.explore_tree(
+            concurrent(actors, reduced), independent=independent, counts=counts
+        )
+    )
+    assert set(kept) == outcomes  # every final state, though far fewer runs
+    assert len(every) == {"AB": 35, "ABC": 1260}[actors]  # every interleaving
+    classes = {trace(schedule) for schedule in every}
+    made = [trace(schedule) for schedule in reduced]  # the runs that reached their end
+    assert set(made) == classes  # every class made
+    assert len(made) == len(classes) == len(kept)  # and each once
+    assert counts["runs"] == len(reduced) + counts["pruned"] < len(every) // 2
+
+
+def test_sleep_sets_split_into_parts_still_make_every_class() -> None:
+    whole: list[tuple[str, ...]] = []
+    reduced = set(exploration.explore_tree(concurrent("ABC", whole), independent=independent))
+    union: set[tuple[object, ...]] = set()
+    made: list[tuple[str, ...]] = []
+    for index in range(3):
+        union |= set(
+            exploration.explore_tree(
+                concurrent("ABC", made), (index, 3), split_depth=2, independent=independent
+            )
+        )
+    assert union == reduced
+    assert {trace(schedule) for schedule in made} == {trace(schedule) for schedule in whole}
+
+
+def test_a_replay_that_offers_other_options_is_refused() -> None:
+    flips = itertools.count()
+
+    def run(choose: exploration.Chooser) -> int:
+        first = choose(["a", "b"])
+        second = choose(["c", "d"] if next(flips) % 2 == 0 else ["c", "e"])
+        return first * 2 + second
+
+    with pytest.raises(exploration.Nondeterministic):
+        list(exploration.explore_tree(run))

@@ -134,48 +134,117 @@ def commit_seed(repository: Path) -> tuple[int, str]:
     return seed, f"commit {head[:12]}"
 
 
+class Pruned(Exception):
+    """Raised by the chooser of `explore_tree` when every option of a step is asleep: every
+    run on from here is equivalent to one the search makes elsewhere. The run stops (cleaning
+    up what it started) and lets this through."""
+
+
+class Nondeterministic(AssertionError):
+    """A replayed run offered other options than the run it replays: the search is unsound."""
+
+
+@dataclass(frozen=True)
+class _Node:
+    choice: int
+    options: tuple[object, ...]
+    asleep: frozenset[object]
+    """Options not to start with here: an equivalent run starting with them is made elsewhere."""
+
+
 def explore_tree(
     run: Callable[[Chooser], Run],
     part: tuple[int, int] | None = None,
     split_depth: int = 3,
     limit: int = 100_000,
+    independent: Callable[[object, object], bool] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> Iterator[Run]:
-    """Every run of a deterministic choice tree, depth first: `run(choose)` makes one run from
+    """The runs of a deterministic choice tree, depth first: `run(choose)` makes one run from
     the start, calling `choose(options)` at each step; each run replays a prefix of choices
-    (stateless search: nothing is restored, everything is made again).
+    (stateless search: nothing is restored, everything is made again). Yields what every run
+    that reached its end returned.
+
+    Without `independent`, every run of the tree. With it (a symmetric relation on options:
+    two steps of different actors that touch nothing in common, or only read it), runs that
+    differ only in the order of independent steps are made once (sleep sets, Godefroid 1996):
+    after the subtree of option `a` at a step, `a` sleeps in the subtrees of the later options
+    that are independent of it, until a step that depends on it. Every equivalence class of
+    runs is still made, so every state the tree can reach and every outcome is still seen. A
+    run that meets a step whose options all sleep stops there (`Pruned`), yielding nothing.
 
     With `part` = (index, parts), one part of the tree: the runs are grouped by their first
     `split_depth` choices (a subtree each, numbered in the order the search meets them); the
     subtrees numbered index, index + parts, ... run whole, and of every other subtree only its
     first run (the search learns the choices on the way to the next subtree from it). The parts
-    0..parts-1 together make every run of the tree; each run is whole in exactly one part."""
+    0..parts-1 together make every run of the tree; each run is whole in exactly one part.
+
+    `counts`, if given, receives `runs` (every run started) and `pruned`."""
     if part is not None and not 0 <= part[0] < part[1]:
         raise ValueError(f"part {part[0]} of {part[1]}: not one of the parts")
-    stack: list[tuple[int, int]] = []  # (choice, options) along the current path
-    runs = subtree = 0
+    tally = counts if counts is not None else {}
+    tally.setdefault("runs", 0)
+    tally.setdefault("pruned", 0)
+    stack: list[_Node] = []  # the current path: each step's choice, options and sleepers
+    subtree = 0
     while True:
-        path = [choice for choice, _ in stack]
-        taken: list[tuple[int, int]] = []
+        replay = list(stack)
+        taken: list[_Node] = []
 
         def choose(
-            options: Sequence[object], path: list[int] = path, taken: list[tuple[int, int]] = taken
+            options: Sequence[object], replay: list[_Node] = replay, taken: list[_Node] = taken
         ) -> int:
-            depth = len(taken)
-            choice = path[depth] if depth < len(path) else 0
-            taken.append((choice, len(options)))
-            return choice
+            depth, offered = len(taken), tuple(options)
+            if depth < len(replay):
+                node = replay[depth]
+                if node.options != offered:
+                    raise Nondeterministic(
+                        f"step {depth} offered {list(offered)} on replay, {list(node.options)} "
+                        "before"
+                    )
+                taken.append(node)
+                return node.choice
+            asleep = _asleep_after(taken[-1], independent) if taken else frozenset()
+            awake = [index for index, option in enumerate(offered) if option not in asleep]
+            if not awake:
+                raise Pruned(f"every option of step {depth} sleeps: {list(offered)}")
+            taken.append(_Node(awake[0], offered, asleep))
+            return awake[0]
 
-        yield run(choose)
-        runs += 1
-        if runs >= limit:
+        tally["runs"] += 1
+        try:
+            result = run(choose)
+        except Pruned:
+            tally["pruned"] += 1
+        else:
+            yield result
+        if tally["runs"] >= limit:
             raise TreeTooLarge(f"more than {limit} runs: the tree is not small")
         stack = taken
         if part is not None and subtree % part[1] != part[0]:
             del stack[split_depth:]  # not this part's subtree: on to the next one
-        while stack and stack[-1][0] + 1 >= stack[-1][1]:
-            stack.pop()
+        while stack:
+            node = stack.pop()
+            later = [
+                index
+                for index in range(node.choice + 1, len(node.options))
+                if node.options[index] not in node.asleep
+            ]
+            if later:
+                subtree += len(stack) < split_depth  # a choice above the split: the next subtree
+                stack.append(_Node(later[0], node.options, node.asleep))
+                break
         if not stack:
             return
-        choice, options = stack.pop()
-        subtree += len(stack) < split_depth  # a choice above the split: the next subtree
-        stack.append((choice + 1, options))
+
+
+def _asleep_after(
+    node: _Node, independent: Callable[[object, object], bool] | None
+) -> frozenset[object]:
+    """The options asleep after `node`'s choice: those asleep at `node`, and the options it
+    tried before this choice, that are independent of the option chosen."""
+    if independent is None:
+        return frozenset()
+    chosen = node.options[node.choice]
+    candidates = set(node.asleep) | set(node.options[: node.choice])
+    return frozenset(option for option in candidates if independent(option, chosen))

@@ -66,9 +66,9 @@ def run_load(
     seconds: float = 10.0,
     dirty_per_window: int = 5,
     seed: int = 2026,
-    window: float = 1.0,
+    period: float = 1.0,
 ) -> LoadResult:
-    """`seconds` of load in windows of `window` seconds (a persist at the end of each)."""
+    """`seconds` of load in windows of `period` seconds (a persist at the end of each)."""
     rng = random.Random(seed)
     proxy = make_proxy()
     lease = target.fresh_lease("load")
@@ -81,11 +81,11 @@ def run_load(
     seen = {
         shard: sorted(k for k in shard_rows if "/seen/" in k) for shard, shard_rows in feeds.items()
     }
-    windows = max(1, round(seconds / window))
+    windows = max(1, round(seconds / period))
     clock = 0
     next_window = time.monotonic()
     for window in range(windows):
-        next_window += window
+        next_window += period
         chosen = rng.sample(sorted(feeds), dirty_per_window)
         for shard in chosen:
             clock += 1

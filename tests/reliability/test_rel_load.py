@@ -22,7 +22,7 @@ RSS_GROWTH_LIMIT = 64 * 1024 * 1024
 def test_fifty_collectors_persisting_every_second(
     target: KubeTarget, fault_proxy: Callable[[], FaultProxy]
 ) -> None:
-    result = run_load(target, fault_proxy, collectors=50, rows=5000, seconds=2.5, window=0.25)
+    result = run_load(target, fault_proxy, collectors=50, rows=5000, seconds=2.5, period=0.25)
     assert result.windows == 10
     assert result.writes == result.dirty  # exactly the dirty shards, coalesced, nothing else
     assert all(dirty == 5 for dirty in result.dirty)

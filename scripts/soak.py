@@ -5,12 +5,15 @@ Starts its own etcd + kube-apiserver on loopback, installs the chart, and runs, 
 a count or a duration: deposed-leader race trials (with Lease deletions), every fault case
 several times, SIGKILL crash trials (persist and migration, file store and API server), Lease
 recreation with running leaders (recovery time), outages answered by the fault proxy (requests
-per outage-second), and the load run (50 collectors x 5000 rows persisting every second, 5
-minutes by default). Prints a table per phase
-and writes docs/reliability.md with the figures. A violated guarantee is counted and shown,
+per outage-second), the load run (50 collectors x 5000 rows persisting every second, 5
+minutes by default), and the explorations at --explore depth (full by default: every class of
+chunk-race schedules, the fuzz properties at 2000 examples each; `just check` runs a sample of
+each, docs/reliability.md "Explorations in two depths"). Prints a table per phase and writes
+docs/reliability.md with the figures. A violated guarantee is counted and shown,
 never hidden; the exit code is 1 if any occurred.
 
     just soak                              # the full run (about 15-20 minutes on 2 cores)
+    just soak --phases chunks,fuzz --explore sample --seed N   # what `just check` explored
     just soak --minutes 1 --race-trials 50 --crash-trials 12 --fault-rounds 1   # shortened
 """
 
@@ -35,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "reliability"))
 
 from kubernetes import client  # noqa: E402
-from rel_chunk_races import Scope, explore, random_trials  # noqa: E402
+from rel_chunk_races import PARTS, Scope, Trial, explore, guard_schedules, random_trials  # noqa: E402
 from rel_crash import FilePlace, KubePlace, migrate_trial, persist_trial  # noqa: E402
 from rel_faults import CASES, FaultRunner  # noqa: E402
 from rel_lease import lease_recreation_trial  # noqa: E402
@@ -48,10 +51,14 @@ from checkpoint_runtime.format import codec  # noqa: E402
 from checkpoint_testenv import helm  # noqa: E402
 from checkpoint_testenv.controlplane import ControlPlane, running_control_plane  # noqa: E402
 from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool  # noqa: E402
+from checkpoint_testenv.support import exploration  # noqa: E402
 from checkpoint_testenv.support.kubetarget import KubeTarget  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
+EXPLORE_SECTION = "## Explorations in two depths (by hand)"
 NODE_SECTION = "## On the node (tests/node, by hand)"
+KEPT_SECTIONS = (EXPLORE_SECTION, NODE_SECTION)
+"""Written by hand, kept as they are when the soak rewrites the doc (from the first one on)."""
 MIB = 1024 * 1024
 
 
@@ -69,6 +76,7 @@ class Soak:
         self.sections: list[str] = []
         self.violations: list[str] = []
         self._proxies = ProxyPool(plane)
+        self.exploration = exploration.current()  # main() set the depth and seed
 
     def proxy(self) -> FaultProxy:
         return self._proxies.make()
@@ -128,18 +136,25 @@ class Soak:
         self.section("Deposed-leader races", table(["", "figure"], rows))
 
     def chunks(self) -> None:
-        """Chunked shards: every schedule of two writers in the small scope, then random
-        schedules in the larger one (tests/reliability/rel_chunk_races.py)."""
+        """Chunked shards: the guard schedules, every schedule of two writers in the small
+        scope (one part of each at --explore sample), then random schedules in the larger one
+        (tests/reliability/rel_chunk_races.py)."""
         from checkpoint_runtime.store import planner
 
         saved = planner.INLINE_BASE_MAX_BYTES, planner.CHUNK_TARGET_BYTES
         planner.INLINE_BASE_MAX_BYTES, planner.CHUNK_TARGET_BYTES = 0, 64  # chunk a few rows
         rows: list[list[Any]] = []
+        depth, parts = self.exploration, PARTS
+        clean, leftover = (depth.part(parts, f"chunk races, leftover {b}") for b in (False, True))
         try:
             runs = [
-                ("every schedule, clean", lambda: explore(self.target, Scope())),
-                ("every schedule, a slot left by a crash",
-                 lambda: explore(self.target, Scope(leftover=True))),
+                (f"the {len(guard_schedules())} guard schedules (every depth)",
+                 lambda: (Trial(self.target, Scope(leftover=True, crashes=0), chooser()).run()
+                          for chooser in guard_schedules().values())),
+                (_every("clean", clean, parts),
+                 lambda: explore(self.target, Scope(), part=_part(clean, parts))),
+                (_every("a slot left by a crash", leftover, parts),
+                 lambda: explore(self.target, Scope(leftover=True), part=_part(leftover, parts))),
                 (f"{self.args.chunk_trials} random schedules, 2 chunks, 2 persists each",
                  lambda: random_trials(self.target, Scope(True, 2, 2, 1), self.args.seed,
                                        self.args.chunk_trials)),
@@ -414,6 +429,32 @@ class Soak:
         rows.append(["total", sum(per_file.values()), ""])
         self.section("CI suite (pytest tests/reliability)", table(["file", "tests", "what"], rows))
 
+    def fuzz(self) -> None:
+        """The campaign's hypothesis properties and API mutations at the soak's depth (pytest
+        tests/reliability/test_rel_fuzz.py with CHECKPOINT_EXPLORE and its seed)."""
+        import test_rel_fuzz  # its sizes follow the depth main() set
+
+        started = time.monotonic()
+        test = "tests/reliability/test_rel_fuzz.py"
+        command = [sys.executable, "-m", "pytest", test, "-q", "-p", "no:cacheprovider"]
+        environment = {**os.environ, **self.exploration.environment()}
+        run = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, env=environment, check=False
+        )
+        closing = (run.stdout.strip().splitlines() or ["(no output)"])[-1].strip("= ")
+        if run.returncode != 0:
+            self.violations.append(
+                f"fuzz: {closing}; replay: {self.exploration.replay_command(test)}\n"
+                f"{run.stdout[-3000:]}"
+            )
+        rows = [
+            ["depth, seed", f"{self.exploration.depth}, {self.exploration.seed}"],
+            ["examples per property", test_rel_fuzz.EXAMPLES],
+            ["pytest", closing],
+            ["wall time", f"{time.monotonic() - started:.0f} s"],
+        ]
+        self.section("Fuzzing at the soak's depth", table(["", "figure"], rows))
+
     def atheris(self) -> None:
         """Coverage-guided fuzzing of the decoder, if a Python with atheris was given."""
         if not self.args.atheris:
@@ -448,30 +489,50 @@ class Soak:
 
 
 SUITE_NOTES = {
-    "test_rel_races.py": "seeded deposed-leader interleavings, oracle check, negative control",
+    "test_rel_races.py": (
+        "20 fixed seeds of deposed-leader interleavings (and 6 that rotate with the commit), "
+        "oracle check, negative controls"
+    ),
     "test_rel_faults.py": "one test per CI fault case, expected outcome asserted",
     "test_rel_crashes.py": "SIGKILL during persist and migration, torn-write negative control",
-    "test_rel_fuzz.py": "hypothesis (150 examples each, derandomized) + seeded API mutations",
+    "test_rel_fuzz.py": (
+        "hypothesis (150 examples each, seeded by the commit) + 10 seeded API mutations"
+    ),
+    "test_rel_exploration.py": "the depths, seeds and searches of the explorations, no server",
     "test_rel_bad_inputs.py": "named error per bad input; no write during open",
-    "test_rel_load.py": "50 x 5000 rows, 10 s, writes == dirty shards, RSS",
+    "test_rel_load.py": "50 x 5000 rows, 10 windows of 0.25 s, writes == dirty shards, RSS",
     "test_rel_known_bugs.py": "the bugs below: open ones strict xfail, fixed ones regression",
     "test_rel_lease.py": "Lease deleted under a running leader and with it paused: recovery",
     "test_rel_outage.py": "every request answered 500 / 503 for 3 s: retry bound, commit after",
     "test_rel_chunk_races.py": (
-        "chunked shards: every schedule of two writers (two scopes), 200 random schedules, "
-        "negative control"
+        "chunked shards: the 3 guard schedules, one part of 4 of every class of schedules of "
+        "two writers (two scopes), 20 random schedules, negative control"
     ),
 }
 CHUNK_RACES_NOTE = (
     "Two writers, a deposed leader and its successor (which acquires the real Lease mid-run), "
     "each persisting a compaction through the real store; every API call of either waits at a "
     "gate and the explorer picks who goes next or crashes a writer there. Checked after every "
-    "step (admin reads, the checker's own decoder): the head never names a chunk whose content "
+    "call that writes (admin reads, the checker's own decoder): the head never names a chunk "
+    "whose content "
     "differs from its manifest, no acknowledged row is lost; at the end a restarted leader reads "
-    "the stored state and persists. The negative control (leadership proven before the slot is "
-    "read instead of after) trips the checker: "
-    "`pytest tests/reliability/test_rel_chunk_races.py`, which runs the same scopes."
+    'the stored state and persists. "Every schedule" is every class of schedules up to the '
+    "order of independent calls (sleep sets); the guard schedules are one fixed schedule per "
+    "rule of store/chunked.py that breaks the chunks when the rule's guard is missing. The "
+    "negative control (leadership proven before the slot is read instead of after) trips the "
+    "checker: `pytest tests/reliability/test_rel_chunk_races.py`, which runs the same scopes "
+    "(one part of each in `just check`)."
 )
+
+
+def _part(index: int | None, parts: int) -> tuple[int, int] | None:
+    return None if index is None else (index, parts)
+
+
+def _every(scope: str, index: int | None, parts: int) -> str:
+    if index is None:
+        return f"every schedule, {scope}"
+    return f"part {index} of {parts} of the schedules, {scope}"
 
 
 def site_packages() -> str:
@@ -528,16 +589,19 @@ cores (other work shared the machine: timings are pessimistic). Violations of a 
 **{len(soak.violations)}**.
 {shortened}
 What is checked, and how, is described in the docstrings of `tests/reliability/rel_*.py`; CI runs
-the same scenarios at a smaller size (`pytest tests/reliability`, fixed seeds).
+the same scenarios at a smaller size (`pytest tests/reliability`: fixed seeds, and the sample
+depth of the explorations, below). Explorations here: depth {args.explore}, seed {args.seed}.
 """
     bugs = "## Bugs found (`tests/reliability/test_rel_known_bugs.py`)\n\n" + known_bugs() + "\n"
     violations = ""
     if soak.violations:
         violations = "## Violations\n\n" + "\n".join(f"- {v}" for v in soak.violations) + "\n"
-    # The node section is written by hand (node tests are not part of the soak): kept as it is.
-    kept = DOC.read_text().partition(NODE_SECTION)[2] if DOC.is_file() else ""
-    node = NODE_SECTION + kept if kept else ""
-    DOC.write_text("\n".join([header, *soak.sections, violations, bugs, node]).rstrip() + "\n")
+    # The sections written by hand (the explorations' depths; the node tests, not part of the
+    # soak) are kept as they are.
+    text = DOC.read_text() if DOC.is_file() else ""
+    starts = [text.index(heading) for heading in KEPT_SECTIONS if heading in text]
+    kept = text[min(starts) :] if starts else ""
+    DOC.write_text("\n".join([header, *soak.sections, violations, bugs, kept]).rstrip() + "\n")
     print(f"wrote {DOC.relative_to(ROOT)}")
 
 
@@ -553,13 +617,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--dirty-per-second", type=int, default=5)
     parser.add_argument("--seed", type=int, default=5000)
+    parser.add_argument(
+        "--explore",
+        choices=exploration.DEPTHS,
+        default="full",
+        help="depth of the explorations (default full: every class of chunk schedules, 2000 "
+        "examples per fuzz property; sample: what `just check` runs, for --seed)",
+    )
     parser.add_argument("--saturation-windows", type=int, default=5)
     parser.add_argument("--lease-trials", type=int, default=10)
     parser.add_argument("--outage-seconds", default="5,15", help="outage lengths, comma-separated")
     parser.add_argument("--outage-shards", type=int, default=3)
     parser.add_argument(
         "--phases",
-        default="suite,races,chunks,lease,faults,outage,crashes,load,saturation,atheris",
+        default="suite,races,chunks,fuzz,lease,faults,outage,crashes,load,saturation,atheris",
     )
     parser.add_argument("--atheris", help="a Python with atheris installed (optional phase)")
     parser.add_argument("--atheris-seconds", type=int, default=60)
@@ -569,6 +640,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # The explorations of this process and of the pytest runs it starts: --explore, --seed.
+    os.environ[exploration.EXPLORE_ENV] = args.explore
+    os.environ[exploration.SEED_ENV] = str(args.seed)
     started = time.monotonic()
     load = [os.getloadavg()[0]]
     with (

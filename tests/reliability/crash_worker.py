@@ -15,11 +15,8 @@ import json
 import sys
 from typing import Any
 
-from kubernetes import client
-
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
-from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.core import Store
 
@@ -28,6 +25,12 @@ def backend(spec: dict[str, Any]) -> Backend:
     legacy = spec.get("legacy")
     if spec["backend"] == "file":
         return FileBackend(spec["folder"], spec["lease"], legacy)
+    # Imported here: the kubernetes client takes a second or more of CPU to import, which a
+    # worker on the file store (most of the trials) does not need before it can be killed.
+    from kubernetes import client
+
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+
     configuration = client.Configuration()
     configuration.host = spec["host"]
     configuration.ssl_ca_cert = spec["ca_file"]

@@ -11,10 +11,14 @@ Both writers run their real `Store.batch` in threads; every API call they make (
 reads, creates, updates, the Lease renewal that re-proves leadership) first waits at a gate, and
 the explorer decides who goes next, or crashes a writer there (it stops for good, leaving what it
 wrote). `explore` enumerates every schedule depth-first (stateless model checking: each run
-replays a prefix of choices from a fresh Lease name and shard); `random_trials` draws schedules
-from a seed, in a larger scope (two chunks, two persists per writer).
+replays a prefix of choices from a fresh Lease name and shard), once per class of schedules that
+differ only in the order of independent calls (sleep sets; `independent` says which calls
+commute), or one part of them (`part`); `random_trials` draws schedules from a seed, in a larger
+scope (two chunks, two persists per writer); `guard_schedules` are fixed schedules, one per rule
+of store/chunked.py, that break the chunks when the rule's guard is missing.
 
-Checked after every step, reading as admin with the checker's own decoder:
+Checked after every call that writes (the others leave the stored objects as they were), reading
+as admin with the checker's own decoder:
 - the head never names a chunk whose content differs from its manifest (readable at all times);
 at the end:
 - at most one writer's persist is acknowledged (both started from H0: a second would be a lost
@@ -40,6 +44,7 @@ from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import chunked
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support import exploration
 from checkpoint_testenv.support.kubetarget import KubeTarget
 
 SHARD = "tn/objectstore/feed"
@@ -159,6 +164,8 @@ class Outcome:
     failed: dict[str, str] = field(default_factory=dict)
     crashed: set[str] = field(default_factory=set)
     stored: dict[str, str] = field(default_factory=dict)
+    path: list[tuple[int, int]] = field(default_factory=list)
+    """Every choice made, with the number of options it was made among (replays the schedule)."""
 
 
 class Trial:
@@ -272,28 +279,48 @@ class Trial:
             finally:
                 self.gate.finish("w2")
 
-        threads = [threading.Thread(target=writer_one), threading.Thread(target=writer_two)]
+        threads = [
+            threading.Thread(target=writer_one, daemon=True),
+            threading.Thread(target=writer_two, daemon=True),
+        ]
         for thread in threads:
             thread.start()
-        crashes = 0
         writers = {"w1", "w2"}
-        while True:
-            ready = self.gate.settle(writers)
-            if not ready:
-                break
+        try:
+            self._schedule(writers)
+        except BaseException:  # a violation, or the explorer's Pruned: end the writers too
+            self._stop(writers, threads)
+            raise
+        for thread in threads:
+            thread.join()
+        self._final()
+
+    def _schedule(self, writers: set[str]) -> None:
+        """Let the writers make their calls in the order `choose` picks, checking the stored
+        state after every call that changes it, until both have finished."""
+        crashes = 0
+        while ready := self.gate.settle(writers):
             options = [f"{w}: {label}" for w, label in sorted(ready.items())]
             if crashes < self.scope.crashes:
                 options += [f"{w}: crash before {label}" for w, label in sorted(ready.items())]
-            picked = options[self.choose(options)]
+            index = self.choose(options)  # exploration.Pruned: an equivalent run is made elsewhere
+            picked = options[index]
             self.outcome.schedule.append(picked)
+            self.outcome.path.append((index, len(options)))
             writer = picked.split(":")[0]
             crash = " crash before " in picked
             crashes += crash
             self.gate.release(writer, "crash" if crash else "go")
-            self._check(picked)
+            if not crash and is_write(picked.split(": ", 1)[1]):
+                self._check(picked)  # reads, renewals and crashes leave the objects as they were
+
+    def _stop(self, writers: set[str], threads: list[threading.Thread]) -> None:
+        """End the run here: every writer still waiting stops (as a crash would)."""
+        while ready := self.gate.settle(writers):
+            for writer in ready:
+                self.gate.release(writer, "crash")
         for thread in threads:
-            thread.join()
-        self._final()
+            thread.join(timeout=60)
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -319,7 +346,9 @@ class Trial:
             raise self._fail(f"after {step!r} acknowledged rows are lost: {lost}")
 
     def _final(self) -> None:
-        self._check("the end")
+        # The stored state is the one the last check read: only creates and updates change it,
+        # and each was checked (so was the setup). Acknowledged rows were checked after the
+        # write that acknowledged them.
         stored = self.outcome.stored
         # Recovery: a restarted leader opens the shard and writes (nothing stuck, all readable).
         elector, _ = self._elector("w3")
@@ -334,33 +363,166 @@ class Trial:
             raise self._fail(f"recovery did not persist: {self.outcome.stored}")
 
 
-def explore(target: KubeTarget, scope: Scope, limit: int = 100_000) -> Iterator[Outcome]:
-    """Every schedule of `scope`, depth first (each a fresh run replaying a prefix)."""
-    stack: list[tuple[int, int]] = []  # (choice, options) along the current path
-    runs = 0
-    while True:
-        path = [choice for choice, _ in stack]
-        taken: list[tuple[int, int]] = []
+def _touches(label: str) -> set[tuple[str, bool]]:
+    """What one gated call reads or writes: (object, written). `*` is every shard object."""
+    if label.startswith("crash before "):
+        return {("crash budget", True)}  # changes nothing stored; crashes share the budget
+    if label == "acquire Lease + open":
+        return {("Lease", True), ("*", False)}  # the Lease taken, every shard object listed
+    if label == "renew Lease":
+        return {("Lease", True)}
+    verb, name = label.split(" ", 1)  # read / create / update, of `head` or a slot
+    return {(name, verb != "read")}
 
-        def choose(
-            options: list[str], path: list[int] = path, taken: list[tuple[int, int]] = taken
-        ) -> int:
-            depth = len(taken)
-            choice = path[depth] if depth < len(path) else 0
-            taken.append((choice, len(options)))
-            return choice
 
-        yield Trial(target, scope, choose).run()
-        runs += 1
-        if runs >= limit:
-            raise RaceViolation(f"more than {limit} schedules: the scope is not small")
-        stack = taken
-        while stack and stack[-1][0] + 1 >= stack[-1][1]:
-            stack.pop()
-        if not stack:
-            return
-        choice, options = stack.pop()
-        stack.append((choice + 1, options))
+def independent(a: object, b: object) -> bool:
+    """Two options of the explorer commute: steps of different writers that touch no common
+    object, or only read it (the Lease and the crash budget are objects too; `*` is every
+    shard object). Each gated call is one API call on one object (the Lease renewal is a read
+    and an update of the Lease), so the order of independent ones changes nothing any writer
+    sees: resourceVersions are compared for equality only."""
+    writer_a, label_a = str(a).split(": ", 1)
+    writer_b, label_b = str(b).split(": ", 1)
+    if writer_a == writer_b:
+        return False
+    for name_a, wrote_a in _touches(label_a):
+        for name_b, wrote_b in _touches(label_b):
+            shards = {name_a, name_b} - {"Lease", "crash budget"}
+            same = name_a == name_b or ("*" in shards and len(shards) == 2)
+            if same and (wrote_a or wrote_b):
+                return False
+    return True
+
+
+def is_write(label: str) -> bool:
+    """A call that changes a stored object (a create or an update of the head or a slot)."""
+    return label.startswith(("create ", "update "))
+
+
+def is_slot_read(label: str) -> bool:
+    return label.startswith("read ") and label != "read head"
+
+
+def is_slot_write(label: str) -> bool:
+    return is_write(label) and not label.endswith(" head")
+
+
+SPLIT_DEPTH = 5
+"""`explore` splits a scope into the subtrees below its first SPLIT_DEPTH choices..."""
+PARTS = 4
+"""...and the sample depth runs one part of PARTS (every part of both scopes runs 20 to 60
+schedules whole, at a third to a half of the scope's cost: measured on the full trees)."""
+
+
+def explore(
+    target: KubeTarget,
+    scope: Scope,
+    limit: int = 100_000,
+    part: tuple[int, int] | None = None,
+    split_depth: int = SPLIT_DEPTH,
+    counts: dict[str, int] | None = None,
+) -> Iterator[Outcome]:
+    """Every schedule of `scope` up to the order of independent steps, depth first (each a
+    fresh run replaying a prefix), or with `part` one part of them (exploration.explore_tree:
+    sleep sets, and parts that together make every class of schedules)."""
+    try:
+        yield from exploration.explore_tree(
+            lambda choose: Trial(target, scope, choose).run(),
+            part,
+            split_depth,
+            limit,
+            independent=independent,
+            counts=counts,
+        )
+    except exploration.TreeTooLarge as error:
+        raise RaceViolation(f"{scope}: {error}") from error
+
+
+def replay(target: KubeTarget, scope: Scope, choices: list[int]) -> Outcome:
+    """One schedule again, from the choices an Outcome's `path` (or a RaceViolation) names."""
+    iterator = iter(choices)
+    return Trial(target, scope, lambda options: next(iterator)).run()
+
+
+@dataclass
+class Phase:
+    """One writer runs, call after call, until `until(label, released)` holds for the call it
+    waits at (`released`: the labels of its calls let through so far), which it does not make
+    yet; None: until it has finished."""
+
+    writer: str
+    until: Callable[[str, list[str]], bool] | None = None
+
+
+class Phased:
+    """A chooser that runs `phases` one after the other (no crashes): a fixed schedule,
+    written as what each writer does rather than as a list of calls."""
+
+    def __init__(self, *phases: Phase) -> None:
+        self.phases = list(phases)
+        self.current = 0
+        self.released: dict[str, list[str]] = {"w1": [], "w2": []}
+        self.reached: list[bool] = [False] * len(self.phases)
+
+    def __call__(self, options: list[str]) -> int:
+        while self.current < len(self.phases):
+            phase = self.phases[self.current]
+            prefix = f"{phase.writer}: "
+            waiting = [o for o in options if o.startswith(prefix) and " crash before " not in o]
+            label = waiting[0].removeprefix(prefix) if waiting else None
+            if label is None or (phase.until and phase.until(label, self.released[phase.writer])):
+                self.reached[self.current] = (label is None) == (phase.until is None)
+                self.current += 1
+                continue
+            self.released[phase.writer].append(label)
+            return options.index(prefix + label)
+        raise RaceViolation(f"every phase has run and writers still wait: {options}")
+
+    @property
+    def followed(self) -> bool:
+        """Every phase with a stop ended there, not with its writer finished (the schedule was
+        the intended one)."""
+        return all(self.reached[i] for i, phase in enumerate(self.phases) if phase.until)
+
+
+def guard_schedules() -> dict[str, Callable[[], Phased]]:
+    """The schedules that break a rule of chunked.py when its guard is missing, run at every
+    depth (the sample may not include them): name -> a fresh chooser.
+
+    In each the deposed leader w1 is stopped inside its compaction (a slot left by a crash
+    makes its create conflict: it reads, re-proves, writes), its successor w2 persists, then
+    w1 goes on. The store must refuse w1 and keep w2's persist."""
+
+    def committing(writer: str) -> Phase:
+        """`writer` until it waits at its head commit, a slot written."""
+        return Phase(writer, lambda label, done: label == "update head" and any(
+            is_slot_write(d) for d in done))  # fmt: skip
+
+    return {
+        # Rule 2: the slot is read BEFORE the leadership re-proof and written after it. w1
+        # waits at its slot read while w2 writes that slot and commits a head naming it: w1
+        # then reads w2's version, and only the re-proof after that read stops it (proven
+        # before the read, or not at all, w1 overwrites the chunk w2's head names).
+        "slot read, then re-proof": lambda: Phased(
+            Phase("w1", lambda label, done: is_slot_read(label)), Phase("w2"), Phase("w1")
+        ),
+        # Rule 2: the write after the re-proof is guarded by the version read. w1 waits at its
+        # slot write, proven; w2 rewrites the slot: w1's guarded update must conflict.
+        "re-proof, then a guarded write": lambda: Phased(
+            Phase(
+                "w1",
+                lambda label, done: is_slot_write(label) and any(is_slot_read(d) for d in done),
+            ),
+            Phase("w2"),
+            Phase("w1"),
+        ),
+        # Rule 3: the head is claimed (restamped) before any slot is written. w1 waits at its
+        # head commit, its slot written; w2 writes the slot and waits at its own commit: w1's
+        # commit must fail, or its head would name w2's chunk under w1's digest.
+        "head claimed before the slots": lambda: Phased(
+            committing("w1"), committing("w2"), Phase("w1"), Phase("w2")
+        ),
+    }
 
 
 CRASH_CHANCE = 0.04

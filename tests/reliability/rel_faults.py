@@ -21,9 +21,9 @@ from rel_support import is_named, leaf_errors
 
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
-from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.support.kubetarget import KubeTarget, StoredState
-from checkpoint_testenv.support.polling import wait_settled
+from checkpoint_testenv.support.polling import wait_for, wait_settled
 
 FEED = "tn/objectstore/feed-a"
 NEW_FEED = "tn/objectstore/feed-new"
@@ -45,7 +45,11 @@ class FaultCase:
     create: bool = False
     """The write creates a new shard (POST) instead of updating one (PUT)."""
     settle: float = 0.0
-    """Seconds to wait after the write for requests the proxy still holds."""
+    """Seconds to wait after the write for answers the proxy still holds (a stall: the request
+    was forwarded, its answer is held)."""
+    delayed: bool = False
+    """The proxy holds a request before forwarding it: after the write, wait until it has
+    forwarded it and relayed the server's answer (its event), not a fixed time."""
     soak_only: str = ""
     """Why the case runs only in the soak (e.g. its outcome depends on server timing); empty:
     it runs in CI too. The CI test reports it as skipped with this reason."""
@@ -97,14 +101,14 @@ CASES = [
         "PUT delayed 2 s in the proxy (1 s request timeout): re-sent, the late original 409s",
         (COMMIT,),
         request_timeout=1.0,
-        settle=1.5,
+        delayed=True,
     ),
     FaultCase(
         "delay-past-deadline",
         "PUT delayed past the 2 s deadline, forwarded afterwards",
         ("error:WriteUncertainError",),
         deadline=2.0,
-        settle=2.0,
+        delayed=True,
     ),
     FaultCase(
         "open-list-reset",
@@ -208,6 +212,13 @@ class FaultRunner:
         requests = len(proxy.events) - before
         proxy.passthrough()
         self._servers_up()
+        if case.delayed:
+            wait_for(
+                lambda: any(event.action is Action.DELAY for event in proxy.events[before:]),
+                SETTLE_LIMIT,
+                f"{case.name}: the delayed request forwarded and answered",
+                interval=0.02,
+            )
         time.sleep(case.settle)
         outcome = _outcome(error)
         stored = self._check_after(lease, key, acknowledged=error is None)

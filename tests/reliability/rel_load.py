@@ -1,11 +1,11 @@
 """Load (issue 7, scenario 6): many collectors at max_seen_keys, persisting every second.
 
-`collectors` object-store feeds of `rows` seen rows each are stored, then every one-second
-window `dirty_per_window` of them (seeded choice) advance: the cursor moves, a new seen row
-arrives and the oldest is evicted (a bounded seen set). At the end of each window the store
-persists. Checked per window: no error, and the API writes the proxy saw equal the dirty
-shards of that window (never more: coalesced, unchanged shards untouched). RSS is sampled per
-window for the memory-stability figure.
+`collectors` object-store feeds of `rows` seen rows each are stored, then every window (one
+second by default, as the runtime persists) `dirty_per_window` of them (seeded choice) advance:
+the cursor moves, a new seen row arrives and the oldest is evicted (a bounded seen set). At the
+end of each window the store persists. Checked per window: no error, and the API writes the
+proxy saw equal the dirty shards of that window (never more: coalesced, unchanged shards
+untouched). RSS is sampled per window for the memory-stability figure.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def run_load(
     seconds: float = 10.0,
     dirty_per_window: int = 5,
     seed: int = 2026,
+    period: float = 1.0,
 ) -> LoadResult:
+    """`seconds` of load in windows of `period` seconds (a persist at the end of each)."""
     rng = random.Random(seed)
     proxy = make_proxy()
     lease = target.fresh_lease("load")
@@ -79,11 +81,11 @@ def run_load(
     seen = {
         shard: sorted(k for k in shard_rows if "/seen/" in k) for shard, shard_rows in feeds.items()
     }
-    windows = max(1, round(seconds))
+    windows = max(1, round(seconds / period))
     clock = 0
     next_window = time.monotonic()
     for window in range(windows):
-        next_window += 1.0
+        next_window += period
         chosen = rng.sample(sorted(feeds), dirty_per_window)
         for shard in chosen:
             clock += 1

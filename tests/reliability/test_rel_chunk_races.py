@@ -1,5 +1,15 @@
 """Chunked-shard races on the real API server (SPEC §4a): every schedule of two writers in a
-small scope, random schedules in a larger one, and a negative control (rel_chunk_races.py)."""
+small scope, random schedules in a larger one, the schedules that break each rule when its guard
+is missing, and a negative control (rel_chunk_races.py).
+
+"Every schedule" is every class of schedules up to the order of independent calls (sleep sets:
+rel_chunk_races.independent): 38 + 153 classes where the plain search made 161 + 1308 schedules.
+The scopes are explored at this run's depth (checkpoint_testenv.support.exploration): in `just
+check` one part of PARTS of each scope, chosen by the commit's seed (the parts rotate with the
+commit), and 20 random schedules drawn from it; with CHECKPOINT_EXPLORE=full (the soak) every
+class and 200 random schedules. The guard schedules run at every depth: each fails, whatever the
+seed, when the guard it names is taken out of the store.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +17,30 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 
 import pytest
-from rel_chunk_races import RaceViolation, Scope, explore, random_trials
+from rel_chunk_races import (
+    KEY,
+    PARTS,
+    SHARD,
+    Outcome,
+    RaceViolation,
+    Scope,
+    Trial,
+    explore,
+    guard_schedules,
+    random_trials,
+)
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec_v3 import Manifest, Slot
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import chunked, planner
+from checkpoint_testenv.support import exploration
 from checkpoint_testenv.support.kubetarget import KubeTarget
 
-RANDOM_TRIALS = 200
+EXPLORATION = exploration.current()
+RANDOM_TRIALS = EXPLORATION.choose(sample=20, full=200)
+GUARDS = guard_schedules()
 STATS: dict[str, Counter[str]] = {}
 
 
@@ -27,16 +51,16 @@ def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(planner, "CHUNK_TARGET_BYTES", 64)
 
 
-def tally(name: str, outcomes: Iterator[object]) -> Counter[str]:
+def tally(name: str, outcomes: Iterator[Outcome]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for outcome in outcomes:
         counts["schedules"] += 1
-        counts[f"acked {len(outcome.acked)}"] += 1  # type: ignore[attr-defined]
-        counts["crashed"] += bool(outcome.crashed)  # type: ignore[attr-defined]
-        for writer in outcome.failed:  # type: ignore[attr-defined]
+        counts[f"acked {len(outcome.acked)}"] += 1
+        counts["crashed"] += bool(outcome.crashed)
+        for writer in outcome.failed:
             counts[f"{writer} refused"] += 1
     STATS[name] = counts
-    print(f"{name}: {dict(counts)}")
+    print(f"{name} ({EXPLORATION.describe()}): {dict(counts)}")
     return counts
 
 
@@ -44,8 +68,13 @@ def tally(name: str, outcomes: Iterator[object]) -> Counter[str]:
 def test_every_schedule_of_two_writers_keeps_head_and_chunks_consistent(
     target: KubeTarget, leftover: bool
 ) -> None:
-    counts = tally(f"exhaustive {leftover}", explore(target, Scope(leftover=leftover)))
-    assert counts["schedules"] > 50
+    index = EXPLORATION.part(PARTS, f"chunk races, leftover {leftover}")
+    part = None if index is None else (index, PARTS)
+    name = f"exhaustive {leftover}, part {'all' if part is None else f'{index} of {PARTS}'}"
+    search: dict[str, int] = {}
+    counts = tally(name, explore(target, Scope(leftover=leftover), part=part, counts=search))
+    print(f"{name}: {search['runs']} runs, {search['pruned']} stopped early (asleep)")
+    assert counts["schedules"] > 10
     assert counts["acked 1"] > 0
     assert counts["acked 0"] > 0
     assert counts["crashed"] > 0
@@ -53,10 +82,26 @@ def test_every_schedule_of_two_writers_keeps_head_and_chunks_consistent(
 
 def test_random_schedules_in_a_larger_scope(target: KubeTarget) -> None:
     scope = Scope(leftover=True, persists=2, max_chunks=2, crashes=1)
-    counts = tally("random", random_trials(target, scope, seed=2104, count=RANDOM_TRIALS))
+    seed = EXPLORATION.salted("chunk races, random")
+    counts = tally(f"random, seed {seed}", random_trials(target, scope, seed, RANDOM_TRIALS))
     assert counts["schedules"] == RANDOM_TRIALS
     assert counts["acked 2"] > 0
     assert counts["crashed"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(GUARDS))
+def test_a_guard_schedule_refuses_the_deposed_writer_and_keeps_its_successor(
+    target: KubeTarget, name: str
+) -> None:
+    """Each schedule breaks the store's chunks exactly when the guard it names is missing
+    (docs/reliability.md: removing the guard makes this test fail)."""
+    chooser = GUARDS[name]()
+    outcome = Trial(target, Scope(leftover=True, crashes=0), chooser).run()
+    print(name, outcome.schedule)
+    assert chooser.followed, f"the schedule was not the intended one: {outcome.schedule}"
+    assert outcome.acked == [f"{SHARD}/seen/w2-0"]
+    assert set(outcome.failed) == {"w1"}
+    assert outcome.stored[KEY] == "recovered"
 
 
 def proof_before_read(
@@ -94,6 +139,6 @@ def test_the_checker_catches_a_proof_made_before_the_read(
     target: KubeTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chunked, "write_slots", proof_before_read)
+    chooser = GUARDS["slot read, then re-proof"]()
     with pytest.raises(RaceViolation, match=r"unreadable|lost"):
-        for _ in explore(target, Scope(leftover=True, crashes=0)):
-            pass
+        Trial(target, Scope(leftover=True, crashes=0), chooser).run()

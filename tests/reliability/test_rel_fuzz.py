@@ -3,9 +3,12 @@
 Property: whatever the input, the shard decoder, the legacy reader and the config loader either
 succeed or raise one of the named errors of checkpoint_runtime.errors, never another exception;
 opening a store over such input never writes (backend calls counted; on the API server, the
-proxy sees only GETs). Derandomized (fixed seed) so CI is repeatable; inputs that reach the
-bugs pinned in test_rel_known_bugs.py (deep nesting, lone surrogates, non-UTF-8 files,
-Infinity/NaN) are left to those tests.
+proxy sees only GETs). Seeded by this run's exploration (checkpoint_testenv.support.exploration):
+EXAMPLES.sample examples per property in `just check`, from the commit's seed, so the examples
+rotate with the commit and a failure replays with the seed the summary prints; EXAMPLES.full
+with CHECKPOINT_EXPLORE=full (the soak). Inputs that reach the bugs pinned in
+test_rel_known_bugs.py (deep nesting, lone surrogates, non-UTF-8 files, Infinity/NaN) are left
+to those tests.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import random
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from rel_shards import FEED, LEASE, ROWS, envelope, gz, gzip_bomb, plant_in_folder
 from rel_support import CountingBackend
@@ -39,15 +42,27 @@ from checkpoint_runtime.format.naming import shard_key, shard_name
 from checkpoint_runtime.runtime import settings as runtime_settings
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.faultproxy import FaultProxy
+from checkpoint_testenv.support import exploration
 from checkpoint_testenv.support.kubetarget import KubeTarget
 
-FUZZ = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    max_examples=150,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+EXPLORATION = exploration.current()
+EXAMPLES = EXPLORATION.choose(sample=150, full=2000)
+API_MUTATIONS = EXPLORATION.choose(sample=10, full=60)
+Test = TypeVar("Test", bound=Callable[..., None])
+
+
+def fuzz(test: Test) -> Test:
+    """hypothesis at this run's depth: EXAMPLES examples drawn from this run's seed (salted
+    with the test's name: each property draws its own), no example database."""
+    configured = settings(
+        database=None,
+        deadline=None,
+        max_examples=EXAMPLES,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )(test)
+    return seed(EXPLORATION.salted(test.__name__))(configured)
+
+
 VALID = codec.encode_shard(FEED, ROWS).blob
 ENVELOPE_BYTES = codec.encode_envelope(FEED, ROWS)
 
@@ -74,25 +89,25 @@ def decode_or_named(blob: bytes) -> dict[str, str] | None:
 # -- the shard decoder -------------------------------------------------------------------------
 
 
-@FUZZ
+@fuzz
 @given(st.binary(max_size=2048))
 def test_random_bytes(blob: bytes) -> None:
     decode_or_named(blob)
 
 
-@FUZZ
+@fuzz
 @given(st.binary(max_size=512))
 def test_random_bytes_behind_a_valid_gzip_header(tail: bytes) -> None:
     decode_or_named(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + tail)
 
 
-@FUZZ
+@fuzz
 @given(st.binary(max_size=4096))
 def test_gzip_of_random_bytes(payload: bytes) -> None:
     decode_or_named(codec.gzip_fixed(payload))
 
 
-@FUZZ
+@fuzz
 @given(st.integers(0, len(VALID)), st.integers(0, 255), st.sampled_from(["flip", "cut", "insert"]))
 def test_mutated_valid_blob(position: int, byte: int, how: str) -> None:
     blob = bytearray(VALID)
@@ -105,7 +120,7 @@ def test_mutated_valid_blob(position: int, byte: int, how: str) -> None:
     decode_or_named(bytes(blob))
 
 
-@FUZZ
+@fuzz
 @given(st.data())
 def test_mutated_envelope_bytes(data: st.DataObject) -> None:
     text = bytearray(ENVELOPE_BYTES)
@@ -133,7 +148,7 @@ def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
-@FUZZ
+@fuzz
 @given(st.data())
 def test_structurally_mutated_envelope(data: st.DataObject) -> None:
     """Replace any node of a valid envelope (a count, a prefix, a group...) by any JSON."""
@@ -162,7 +177,7 @@ def test_bombs_just_past_the_bound_and_split_over_two_members_are_refused() -> N
 # -- opening a store over a fuzzed shard file never writes -------------------------------------
 
 
-@FUZZ
+@fuzz
 @given(st.binary(max_size=1024), st.booleans())
 def test_store_open_over_a_fuzzed_shard_file_writes_nothing(junk: bytes, keep_header: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -181,7 +196,7 @@ def test_store_open_over_a_fuzzed_shard_file_writes_nothing(junk: bytes, keep_he
 # -- the legacy reader -------------------------------------------------------------------------
 
 
-@FUZZ
+@fuzz
 @given(st.text(max_size=300) | json_values.map(json.dumps))
 def test_legacy_reader(value: str) -> None:
     try:
@@ -194,7 +209,7 @@ def test_legacy_reader(value: str) -> None:
 legacy_keys = st.sampled_from(sorted(ROWS)) | st.text(max_size=30)
 
 
-@FUZZ
+@fuzz
 @given(st.dictionaries(legacy_keys, st.text(max_size=20) | st.integers(), max_size=6))
 def test_store_open_over_fuzzed_legacy_state_writes_nothing_on_error(rows: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -256,13 +271,13 @@ def parse_or_named(document: Any) -> None:
         runtime_settings.parse(document)
 
 
-@FUZZ
+@fuzz
 @given(json_values)
 def test_config_parse_of_arbitrary_json(document: Any) -> None:
     parse_or_named(document)
 
 
-@FUZZ
+@fuzz
 @given(config_documents)
 def test_config_parse_of_schema_shaped_documents(document: dict[str, Any]) -> None:
     """Documents near the schema's edges reach the checks a schema cannot make (timings order,
@@ -270,7 +285,7 @@ def test_config_parse_of_schema_shaped_documents(document: dict[str, Any]) -> No
     parse_or_named(document)
 
 
-@FUZZ
+@fuzz
 @given(st.text(max_size=400))
 def test_config_file_of_arbitrary_text(text: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -286,8 +301,8 @@ def test_config_file_of_arbitrary_text(text: str) -> None:
 # -- on the API server: fuzzed blobs planted by the admin, opened as the chart's account ------
 
 
-def seeded_mutations(count: int, seed: int = 7) -> list[bytes]:
-    rng = random.Random(seed)
+def seeded_mutations(count: int, salt: int) -> list[bytes]:
+    rng = random.Random(salt)
     blobs = []
     for _ in range(count):
         blob = bytearray(VALID)
@@ -300,7 +315,11 @@ def seeded_mutations(count: int, seed: int = 7) -> list[bytes]:
     return blobs
 
 
-@pytest.mark.parametrize("blob", seeded_mutations(10), ids=[f"mutation-{i}" for i in range(10)])
+@pytest.mark.parametrize(
+    "blob",
+    seeded_mutations(API_MUTATIONS, EXPLORATION.salted("api mutations")),
+    ids=[f"mutation-{i}" for i in range(API_MUTATIONS)],
+)
 def test_open_over_a_fuzzed_shard_on_the_api_server_only_reads(
     target: KubeTarget, fault_proxy: Callable[[], FaultProxy], blob: bytes
 ) -> None:

@@ -1,6 +1,9 @@
-"""Load, CI-sized (issue 7, scenario 6): 50 collectors x 5000 rows, persisting every second
-for about 10 s, on the real API server. No errors; API writes per window equal its dirty
-shards; memory stable. The soak runs the same for 5 minutes and prints the figures."""
+"""Load, CI-sized (issue 7, scenario 6): 50 collectors x 5000 rows, 10 windows of changes each
+ending in a persist, on the real API server. No errors; API writes per window equal its dirty
+shards; memory stable. The windows are a quarter of a second here (what is checked holds per
+window, whatever its length; a window whose persist runs longer is only counted as overrun);
+the soak runs one-second windows, as the runtime persists, for 5 minutes and prints the
+figures."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ RSS_GROWTH_LIMIT = 64 * 1024 * 1024
 def test_fifty_collectors_persisting_every_second(
     target: KubeTarget, fault_proxy: Callable[[], FaultProxy]
 ) -> None:
-    result = run_load(target, fault_proxy, collectors=50, rows=5000, seconds=10)
+    result = run_load(target, fault_proxy, collectors=50, rows=5000, seconds=2.5, period=0.25)
     assert result.windows == 10
     assert result.writes == result.dirty  # exactly the dirty shards, coalesced, nothing else
     assert all(dirty == 5 for dirty in result.dirty)

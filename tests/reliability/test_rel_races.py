@@ -1,7 +1,11 @@
 """Deposed-leader races on the real API server (SPEC §7; issue 7, scenario 1).
 
-Fixed seeds: a failure names its seed and step, and rerunning that seed replays the same
-interleaving of operations (only the thread scheduling of concurrent flushes varies).
+Seeded: a failure names its seed and step, and rerunning that seed replays the same
+interleaving of operations (only the thread scheduling of concurrent flushes varies). CI_SEEDS
+are fixed, and the tests that need a known set (every outcome reached, the negative controls)
+run on them alone; EXPLORED_SEEDS come from this run's exploration (checkpoint_testenv.support.
+exploration): a few drawn from the commit's seed in `just check`, so they rotate with the
+commit, and 200 with CHECKPOINT_EXPLORE=full (the soak runs as many).
 """
 
 from __future__ import annotations
@@ -12,14 +16,20 @@ import pytest
 from rel_races import RaceTrial, RaceViolation
 
 from checkpoint_runtime.store.core import Store
+from checkpoint_testenv.support import exploration
 from checkpoint_testenv.support.kubetarget import KubeTarget
 
+EXPLORATION = exploration.current()
 CI_SEEDS = list(range(1000, 1020))
+EXPLORED_BASE = 100_000 + EXPLORATION.salted("races") % 1_000_000
+EXPLORED_SEEDS = [
+    EXPLORED_BASE + offset for offset in range(EXPLORATION.choose(sample=6, full=200))
+]
 STEPS = 30
 OUTCOMES: dict[int, Counter[str]] = {}
 
 
-@pytest.mark.parametrize("seed", CI_SEEDS)
+@pytest.mark.parametrize("seed", CI_SEEDS + EXPLORED_SEEDS)
 def test_random_interleavings_lose_no_acknowledged_write(target: KubeTarget, seed: int) -> None:
     result = RaceTrial(target, seed, steps=STEPS).run()
     OUTCOMES[seed] = result.outcomes

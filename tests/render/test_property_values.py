@@ -138,3 +138,46 @@ def test_requests_above_limits_are_swapped_into_a_renderable_document() -> None:
     assert repaired["resources"]["requests"] == {"cpu": "500m", "memory": "128Mi"}
     assert repaired["tests"] == inverted["tests"]
     assert not requests_within_limits(inverted)  # the input is left as it was
+
+
+def test_the_other_cross_field_relations_are_repaired_not_filtered() -> None:
+    """One collector per shard namespace, a Service name starting with a letter (HYG-20), a
+    legacy ConfigMap that is not the release's own: each drawn document is repaired to keep
+    them (a filter would throw the whole document away), and the repair is a no-op where they
+    hold."""
+    from values_strategies import (
+        collector_namespaces_unique,
+        legacy_config_map_not_the_releases,
+        legacy_config_map_of_its_own,
+        one_collector_per_namespace,
+        service_name_starts_with_a_letter,
+        service_name_with_a_letter,
+    )
+
+    flowlogs = {"kind": "flowlogs", "url": "http://a"}
+    shared = {
+        "checkpoint": {
+            "collectors": [flowlogs, {**flowlogs, "url": "http://b"}, {**flowlogs, "tailnet": "t"}]
+        }
+    }
+    assert not collector_namespaces_unique(shared)
+    repaired = one_collector_per_namespace(shared)
+    assert repaired["checkpoint"]["collectors"] == [flowlogs, {**flowlogs, "tailnet": "t"}]
+    assert collector_namespaces_unique(repaired)
+    assert one_collector_per_namespace(repaired) == repaired
+
+    digit = {"fullnameOverride": "5t5hamft"}
+    assert not service_name_starts_with_a_letter(digit)
+    assert service_name_with_a_letter(digit) == {"fullnameOverride": "ft5hamft"}
+    assert service_name_with_a_letter({"fullnameOverride": ""}) == {"fullnameOverride": ""}
+
+    own = {
+        "fullnameOverride": "web",
+        "serviceAccount": {"create": True},
+        "checkpoint": {"store": {"legacyConfigMap": "web-config", "leaseName": "l"}},
+    }
+    assert not legacy_config_map_not_the_releases(own)
+    assert legacy_config_map_of_its_own(own)["checkpoint"]["store"] == {"leaseName": "l"}
+    assert own["checkpoint"]["store"]["legacyConfigMap"] == "web-config"  # the input is kept
+    other = {**own, "fullnameOverride": "api"}
+    assert legacy_config_map_of_its_own(other) == other

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import re._constants as _sre
 import re._parser as _sre_parse
+import subprocess
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -50,6 +52,33 @@ from hypothesis.internal.conjecture import utils as cu
 from hypothesis_jsonschema import from_schema
 
 Json = dict[str, Any]
+
+SEED_ENV = "CHECKPOINT_PROPERTY_SEED"
+
+
+def property_seed() -> int:
+    """The seed of the generated documents: $CHECKPOINT_PROPERTY_SEED, else one derived from the
+    commit under test, else 0. One commit draws the same documents on every run and machine, so
+    a failure replays with `CHECKPOINT_PROPERTY_SEED=<seed> pytest <test>`; the next commit
+    draws others, so over commits the tests see more than one fixed sample."""
+    explicit = os.environ.get(SEED_ENV)
+    if explicit:
+        return int(explicit)
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--verify", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return int(head.stdout.strip()[:8], 16)
+    except (OSError, subprocess.CalledProcessError, ValueError):  # no git, not a checkout
+        return 0
+
+
+def replay_hint(seed: int, test: str) -> str:
+    return f"replay: {SEED_ENV}={seed} pytest {test}"
 
 
 class _ManyWithMore:

@@ -5,12 +5,12 @@
   states (a leaf is drawn without a filter only when those lengths fit its schema);
 - every object of the schema with conditions (`if`/`then`/`else`, `oneOf`/`anyOf` of required
   keys, `dependentSchemas`, `not`, `minProperties`/`maxProperties`), the document's root
-  included: its conditions are split into branches, so it is drawn without a filter; every
-  drawn object is valid all the same, and over a sample every property is drawn and every value
-  of a property with a finite set of values (enum, const, boolean), so each branch is reached.
-  Where a filter decided instead, a rejected object threw the whole document away: in 200
-  documents of the filtering generator not one extra volume, env `valueFrom` or toleration with
-  an operator was left.
+  included: its conditions are split into branches, so it is drawn without a filter; the
+  branches together reach every property and every value of a property with a finite set of
+  values (enum, const, boolean), and each branch draws only valid objects. Where a filter
+  decided instead, a rejected object threw the whole document away: in 200 documents of the
+  filtering generator not one extra volume, env `valueFrom` or toleration with an operator was
+  left.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 import jsonschema_rs
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 from values_strategies import CONDITIONS, REPEAT_EXTRA, _lengths, _regex, _Walker
 
 from checkpoint_gate.paths import CHART_DIR
@@ -31,7 +30,7 @@ from checkpoint_gate.paths import CHART_DIR
 SCHEMA: dict[str, Any] = json.loads((CHART_DIR / "values.schema.json").read_text("utf-8"))
 DEFS: dict[str, Any] = SCHEMA["$defs"]
 GENERATOR = settings(
-    max_examples=150,
+    max_examples=60,
     deadline=None,
     database=None,
     phases=[Phase.explicit, Phase.generate],
@@ -57,23 +56,23 @@ def patterns(node: Any) -> Iterator[str]:
 PATTERNS = sorted(set(patterns(SCHEMA)))
 
 
-@pytest.mark.parametrize("extra", [None, REPEAT_EXTRA], ids=["unbounded", "bounded"])
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_drawn_strings_match_the_pattern_as_the_gate_reads_it(
-    pattern: str, extra: int | None
-) -> None:
+def test_drawn_strings_match_the_pattern_as_the_gate_reads_it(pattern: str) -> None:
+    """Drawn as patterns are (unbounded: pattern property keys) and bounded (every leaf)."""
     checker = jsonschema_rs.Draft202012Validator({"type": "string", "pattern": pattern})
-    lengths = _lengths(pattern, extra)
+    bounds = {extra: _lengths(pattern, extra) for extra in (None, REPEAT_EXTRA)}
 
     @seed(0)
-    @settings(GENERATOR, max_examples=100)
-    @given(_regex(pattern, extra))
-    def draw(text: str) -> None:
-        assert checker.is_valid(text), text
-        assert re.search(pattern, text), text
-        if lengths is not None:
-            low, high = lengths
-            assert low <= len(text) <= (len(text) if high is None else high), (text, lengths)
+    @GENERATOR
+    @given(_regex(pattern, None), _regex(pattern, REPEAT_EXTRA))
+    def draw(unbounded: str, bounded: str) -> None:
+        for extra, text in ((None, unbounded), (REPEAT_EXTRA, bounded)):
+            assert checker.is_valid(text), text
+            assert re.search(pattern, text), text
+            lengths = bounds[extra]
+            if lengths is not None:
+                low, high = lengths
+                assert low <= len(text) <= (len(text) if high is None else high), (text, lengths)
 
     draw()
 
@@ -88,7 +87,7 @@ def test_bounded_lengths_are_those_of_the_bounded_pattern() -> None:
     assert _lengths("^/[^:]*$", None) == (1, None)
 
     @seed(0)
-    @settings(GENERATOR, max_examples=100)
+    @GENERATOR
     @given(_regex("^[*+{}]+$", REPEAT_EXTRA))
     def draw(text: str) -> None:
         assert set(text) <= set("*+{}")
@@ -147,49 +146,42 @@ def finite_values(schema: dict[str, Any]) -> list[Any] | None:
     return None
 
 
-def expectations(walker: _Walker, schema: dict[str, Any], path: str = "") -> set[str]:
-    """Every property path of `schema` (inline objects included, `$ref`s not followed: each
-    definition is checked on its own) and `path=value` for each finite value of its own
-    properties (where its conditions branch)."""
-    expected: set[str] = set()
+def reachable(walker: _Walker, schema: dict[str, Any], path: str = "") -> set[str]:
+    """Every property path of `schema` and `path=value` for each value of a property with a
+    finite set of them, through the objects written out in it (a `$ref`'d object is checked as
+    a definition of its own)."""
+    found: set[str] = set()
     for name, sub in schema.get("properties", {}).items():
         here = f"{path}.{name}"
-        expected.add(here)
+        found.add(here)
         if "$ref" in sub and walker.resolve(sub).get("type") == "object":
             continue
         sub = walker.resolve(sub)
         values = finite_values(sub)
-        if values is not None and not path:
-            expected |= {f"{here}={json.dumps(value)}" for value in values}
+        if values is not None:
+            found |= {f"{here}={json.dumps(value)}" for value in values}
         elif sub.get("type") == "object":
-            expected |= expectations(walker, sub, here)
-    return expected
-
-
-def observed(value: Any, path: str = "") -> set[str]:
-    seen: set[str] = set()
-    if isinstance(value, dict):
-        for name, sub in value.items():
-            here = f"{path}.{name}"
-            seen |= {here, f"{here}={json.dumps(sub)}"} | observed(sub, here)
-    return seen
+            found |= reachable(walker, sub, here)
+    return found
 
 
 @pytest.mark.parametrize("pointer", CONDITIONAL)
 def test_conditional_objects_are_drawn_valid_and_every_way(pointer: str) -> None:
+    """Its branches leave no condition to a filter, together reach every property and value
+    the schema has, and each draws only valid objects."""
     walker = _Walker(SCHEMA)
     schema = at(pointer)
-    assert walker.exact_branches(schema)[1], "a condition is left to a filter"
+    branches, exact = walker.exact_branches(schema)
+    assert exact, "a condition is left to a filter"
+    reached = set().union(*(reachable(walker, branch) for branch in branches))
+    assert reachable(walker, walker.resolve(schema)) - reached == set()
     checker = walker.fast_validator(schema)
-    seen: set[str] = set()
+    for branch in branches:
 
-    @seed(0)
-    @GENERATOR
-    @given(st.lists(walker.strategy(schema), min_size=1, max_size=3))
-    def draw(objects: list[dict[str, Any]]) -> None:
-        for drawn in objects:
+        @seed(0)
+        @settings(GENERATOR, max_examples=20)
+        @given(walker.plain_object(branch))
+        def draw(drawn: dict[str, Any]) -> None:
             assert checker.is_valid(drawn), drawn
-            seen.update(observed(drawn))
 
-    draw()
-    assert expectations(walker, walker.resolve(schema)) - seen == set()
+        draw()

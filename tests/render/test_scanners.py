@@ -102,30 +102,22 @@ EXCEPTION_LINE = re.compile(r"^\s+(checkov\.io/skip\d+|kube-score/ignore): .*\n"
 
 
 def test_every_exception_is_needed(
-    matrix_folder: Path, matrix_reports: dict[str, Report], tmp_path: Path
+    matrix_reports: dict[str, Report], batch_reports: dict[str, Report]
 ) -> None:
     """The renders without their exception annotations fail exactly the suppressed checks on
     exactly the suppressed objects: no exception is carried where nothing would fail."""
-    for path in matrix_folder.glob("*.yaml"):
-        stripped, count = EXCEPTION_LINE.subn("", path.read_text(encoding="utf-8"))
-        assert count > 0, path.name
-        (tmp_path / path.name).write_text(stripped, encoding="utf-8")
-    bare = scan_folder(tmp_path)
     for name, report in matrix_reports.items():
         suppressed = {(s.scanner, s.obj, s.check) for s in report.suppressions}
-        failed = {(f.scanner, f.obj, f.check) for f in bare[name].findings}
+        failed = {(f.scanner, f.obj, f.check) for f in batch_reports[name].findings}
         assert failed == suppressed, name
 
 
 def test_a_pinned_digest_and_pull_policy_always_need_no_exception(
-    helm: Path, tmp_path: Path
+    batch_reports: dict[str, Report],
 ) -> None:
     """The image exceptions appear only while the gap is there: a user who pins the digest and
     asks for Always gets a manifest without them, and it still scans clean."""
-    digest = "sha256:" + "a" * 64
-    values = {"image": {"digest": digest, "pullPolicy": "Always"}}
-    render_release(tmp_path, CliRenderer(CHART_DIR, helm), "pinned", values)
-    (report,) = scan_folder(tmp_path).values()
+    report = batch_reports["pinned.yaml"]
     assert report.unexplained() == []
     suppressed = {s.check for s in report.suppressions}
     image_checks = {"CKV_K8S_43", "CKV_K8S_15", "container-image-pull-policy"}
@@ -179,10 +171,26 @@ VARIANTS: dict[str, Broken] = {
 }
 
 
+PINNED = {"image": {"digest": "sha256:" + "a" * 64, "pullPolicy": "Always"}}
+NO_REASON = [  # the checkov skips lose their "=<reason>", the kube-score ignores their comments
+    (
+        SKIP_LINE,
+        SKIP_LINE.replace('printf "%s=%s" (index $skip 0) (index $skip 1)', "index $skip 0"),
+    ),
+    (KUBE_SCORE_REASON, "# {{ index . 0 }}"),
+]
+
+
 @pytest.fixture(scope="module")
-def broken_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
-    """Each variant rendered with the defaults, all scanned in one checkov run."""
-    renders = tmp_path_factory.mktemp("scanned-broken")
+def batch_reports(
+    helm: Path, matrix_folder: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Report]:
+    """The other renders these tests scan, in one folder and one checkov run (its start is
+    most of a scan): each broken variant and a chart whose suppressions have no reason, with
+    the defaults; the defaults with a pinned digest and pull policy Always; and each matrix
+    render without its exception annotations, under its own name. Every file is one release of
+    its own name and namespace, so checkov links no object across them."""
+    renders = tmp_path_factory.mktemp("scanned-batch")
     for name, broken in VARIANTS.items():
         chart = patched_chart(
             tmp_path_factory.mktemp(name) / "checkpoint-runtime",
@@ -191,32 +199,31 @@ def broken_reports(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
             broken.new,
         )
         render_release(renders, CliRenderer(chart, helm), name, {})
+    chart = tmp_path_factory.mktemp("no-reason") / "checkpoint-runtime"
+    for old, new in NO_REASON:
+        patched_chart(chart, "_scanners.tpl", old, new)
+    render_release(renders, CliRenderer(chart, helm), "no-reason", {})
+    render_release(renders, CliRenderer(CHART_DIR, helm), "pinned", PINNED)
+    for path in matrix_folder.glob("*.yaml"):
+        stripped, count = EXCEPTION_LINE.subn("", path.read_text(encoding="utf-8"))
+        assert count > 0, path.name
+        assert not (renders / path.name).exists(), path.name
+        (renders / path.name).write_text(stripped, encoding="utf-8")
     return scan_folder(renders)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_a_broken_chart_fails_the_scanners(variant: str, broken_reports: dict[str, Report]) -> None:
-    report = broken_reports[f"{variant}.yaml"]
+def test_a_broken_chart_fails_the_scanners(variant: str, batch_reports: dict[str, Report]) -> None:
+    report = batch_reports[f"{variant}.yaml"]
     found = {(finding.scanner, finding.check) for finding in report.findings}
     assert VARIANTS[variant].expected <= found, report.unexplained()
     assert report.unexplained() != []
 
 
-def test_a_suppression_without_a_reason_is_a_problem(
-    helm: Path, chart_copy: Callable[[str, str, str], Path], tmp_path: Path
-) -> None:
+def test_a_suppression_without_a_reason_is_a_problem(batch_reports: dict[str, Report]) -> None:
     """The checkov skips lose their "=<reason>" and the kube-score ignores their comment lines:
     nothing fails, yet every suppression is reported."""
-    chart_copy(
-        "_scanners.tpl",
-        SKIP_LINE,
-        SKIP_LINE.replace('printf "%s=%s" (index $skip 0) (index $skip 1)', "index $skip 0"),
-    )
-    chart = chart_copy("_scanners.tpl", KUBE_SCORE_REASON, "# {{ index . 0 }}")
-    renders = tmp_path / "renders"
-    renders.mkdir()
-    render_release(renders, CliRenderer(chart, helm), "no-reason", {})
-    (report,) = scan_folder(renders).values()
+    report = batch_reports["no-reason.yaml"]
     assert report.findings == []
     problems = report.unexplained()
     assert len(problems) == len(report.suppressions)

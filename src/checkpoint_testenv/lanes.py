@@ -154,14 +154,21 @@ def tier_rows(results: Sequence[LaneResult]) -> list[tuple[str, int, float]]:
     return sorted(rows, key=lambda row: -row[2])
 
 
+def junit_roots(results: Sequence[LaneResult]) -> list[ET.Element]:
+    """The root of every lane's JUnit XML that was written (a lane killed early has none)."""
+    roots = []
+    for result in results:
+        try:
+            roots.append(ET.parse(result.junit).getroot())
+        except (OSError, ET.ParseError):
+            continue
+    return roots
+
+
 def slowest_tests(results: Sequence[LaneResult], count: int = SLOWEST) -> list[tuple[float, str]]:
     """The slowest test cases across the lanes (setup + call + teardown, from their JUnit XML)."""
     cases: list[tuple[float, str]] = []
-    for result in results:
-        try:
-            root = ET.parse(result.junit).getroot()
-        except (OSError, ET.ParseError):
-            continue
+    for root in junit_roots(results):
         for case in root.iter("testcase"):
             name = f"{case.get('classname', '')}::{case.get('name', '')}"
             cases.append((float(case.get("time", "0") or 0), name))
@@ -171,11 +178,7 @@ def slowest_tests(results: Sequence[LaneResult], count: int = SLOWEST) -> list[t
 def counts(results: Sequence[LaneResult]) -> dict[str, int]:
     """Tests, failures, errors and skips summed over the lanes' JUnit XML."""
     total = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    for result in results:
-        try:
-            root = ET.parse(result.junit).getroot()
-        except (OSError, ET.ParseError):
-            continue
+    for root in junit_roots(results):
         for suite in root.iter("testsuite"):
             for key in total:
                 total[key] += int(suite.get(key, "0") or 0)

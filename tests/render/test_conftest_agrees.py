@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, note, seed, settings
-from render_helpers import matrix_params
+from render_helpers import MATRIX
 from values_strategies import property_seed, renderable_values_documents, replay_hint
 
 from checkpoint_gate.engine import Level, Mode, PolicyEngine, Verdict
@@ -62,6 +62,44 @@ def write_documents(folder: Path, manifests: list[Manifest]) -> dict[str, Manife
     return files
 
 
+@dataclass(frozen=True)
+class Release:
+    """One release as conftest is given it: each document as a JSON file, and Helm's text."""
+
+    manifests: list[Manifest]  # the gate's reading of `text`
+    files: dict[str, Manifest]  # file name -> document
+    text: Path
+
+
+def write_release(folder: Path, manifests: list[Manifest], rendered: str) -> Release:
+    files = write_documents(folder, manifests)
+    text = folder / "release.yaml"
+    text.write_text(rendered, encoding="utf-8")
+    return Release(manifests, files, text)
+
+
+def conftest_documents(releases: list[Release]) -> dict[str, Messages]:
+    """`conftest test` of every document of `releases`, in one process (its start is most of a
+    run; each file is still evaluated alone, as `conftest test` does)."""
+    files = [name for release in releases for name in release.files]
+    found = conftest_test([Path(name) for name in files])
+    assert set(found) == set(files)
+    return found
+
+
+def assert_release_agrees(
+    engine: PolicyEngine, release: Release, found: dict[str, Messages]
+) -> Messages:
+    """conftest test per document (`found`) and --combine on the release find what the gate
+    finds; returns the --combine messages."""
+    for name, manifest in release.files.items():
+        gate = by_level(engine.evaluate([manifest], [Mode.DOCUMENT]))
+        assert gate == found[name], manifest_label(manifest)
+    (combined,) = conftest_test([release.text], combine=True).values()
+    assert by_level(engine.evaluate(release.manifests, [Mode.COMBINED])) == combined
+    return combined
+
+
 def assert_conftest_agrees(
     engine: PolicyEngine, manifests: list[Manifest], rendered: str, folder: Path
 ) -> Messages:
@@ -69,17 +107,8 @@ def assert_conftest_agrees(
 
     `manifests` are the gate's reading of `rendered`, the renderer's text.
     """
-    files = write_documents(folder, manifests)
-    found = conftest_test([Path(name) for name in files])
-    assert set(found) == set(files)
-    for name, manifest in files.items():
-        gate = by_level(engine.evaluate([manifest], [Mode.DOCUMENT]))
-        assert gate == found[name], manifest_label(manifest)
-    release = folder / "release.yaml"
-    release.write_text(rendered, encoding="utf-8")
-    (combined,) = conftest_test([release], combine=True).values()
-    assert by_level(engine.evaluate(manifests, [Mode.COMBINED])) == combined
-    return combined
+    release = write_release(folder, manifests, rendered)
+    return assert_release_agrees(engine, release, conftest_documents([release]))
 
 
 def sdk_release(sdk: SdkRenderer, values: dict[str, Any]) -> tuple[list[Manifest], str]:
@@ -93,12 +122,30 @@ def by_level(verdicts: list[Verdict]) -> Messages:
     return {level.value: {v.message for v in verdicts if v.level is level} for level in Level}
 
 
-@pytest.mark.parametrize("values", matrix_params())
+@pytest.fixture(scope="module")
+def matrix_releases(
+    cli: CliRenderer, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Release], dict[str, Messages]]:
+    """The matrix rendered by the helm CLI, by case, and conftest's verdicts on every document
+    of every case (one run)."""
+    folder = tmp_path_factory.mktemp("conftest-matrix")
+    releases = {}
+    for index, (name, values) in enumerate(MATRIX):
+        rendered = cli.render_text(values, release="cr", namespace="apps")
+        releases[name] = write_release(
+            folder / f"{index:02d}", parse_helm_template(rendered), rendered
+        )
+    return releases, conftest_documents(list(releases.values()))
+
+
+@pytest.mark.parametrize("case", [name for name, _ in MATRIX])
 def test_gate_findings_equal_conftest_document_by_document(
-    values: dict[str, Any], cli: CliRenderer, engine: PolicyEngine, tmp_path: Path
+    case: str,
+    matrix_releases: tuple[dict[str, Release], dict[str, Messages]],
+    engine: PolicyEngine,
 ) -> None:
-    rendered = cli.render_text(values, release="cr", namespace="apps")
-    combined = assert_conftest_agrees(engine, parse_helm_template(rendered), rendered, tmp_path)
+    releases, found = matrix_releases
+    combined = assert_release_agrees(engine, releases[case], found)
     assert combined["warn"], "the matrix should give conftest at least the tag-pinning warning"
 
 
@@ -106,23 +153,41 @@ SEED = property_seed()
 GENERATED = "test_gate_findings_equal_conftest_on_generated_values"
 
 
-@seed(SEED)
-@settings(
-    max_examples=25,
-    deadline=None,  # two conftest processes per document
-    database=None,  # replayed by the seed
-    # a document with its two conftest runs takes longer than too_slow allows, by design
-    suppress_health_check=[HealthCheck.too_slow],
-    phases=[Phase.explicit, Phase.generate],
-)
-@given(values=renderable_values_documents(CHART_DIR / "values.schema.json"))
 def test_gate_findings_equal_conftest_on_generated_values(
-    values: dict[str, Any], sdk: SdkRenderer, engine: PolicyEngine
+    sdk: SdkRenderer, engine: PolicyEngine, tmp_path: Path
 ) -> None:
-    """The property test's documents, a sample of them: conftest has one process a run."""
-    note(replay_hint(SEED, "tests/render/test_conftest_agrees.py::" + GENERATED))
-    with tempfile.TemporaryDirectory() as folder:
-        assert_conftest_agrees(engine, *sdk_release(sdk, values), Path(folder))
+    """The property test's documents, a sample of them (25): the gate's --combine verdicts are
+    compared with conftest's in the example, release by release; its per-document verdicts are
+    recorded, and every document of the 25 is then given to conftest in one run."""
+    drawn: list[dict[str, Any]] = []
+    releases: list[Release] = []
+
+    @seed(SEED)
+    @settings(
+        max_examples=25,
+        deadline=None,  # a conftest process per document
+        database=None,  # replayed by the seed
+        # a document with its conftest run takes longer than too_slow allows, by design
+        suppress_health_check=[HealthCheck.too_slow],
+        phases=[Phase.explicit, Phase.generate],
+    )
+    @given(values=renderable_values_documents(CHART_DIR / "values.schema.json"))
+    def combined_agrees(values: dict[str, Any]) -> None:
+        note(replay_hint(SEED, "tests/render/test_conftest_agrees.py::" + GENERATED))
+        release = write_release(tmp_path / f"{len(drawn):02d}", *sdk_release(sdk, values))
+        (combined,) = conftest_test([release.text], combine=True).values()
+        assert by_level(engine.evaluate(release.manifests, [Mode.COMBINED])) == combined
+        drawn.append(values)
+        releases.append(release)
+
+    combined_agrees()
+    assert len(releases) == 25
+    found = conftest_documents(releases)
+    for values, release in zip(drawn, releases, strict=True):
+        for name, manifest in release.files.items():
+            gate = by_level(engine.evaluate([manifest], [Mode.DOCUMENT]))
+            replay = replay_hint(SEED, "tests/render/test_conftest_agrees.py::" + GENERATED)
+            assert gate == found[name], (manifest_label(manifest), values, replay)
 
 
 # Failures the generated documents found once, each a string Go YAML types differently from

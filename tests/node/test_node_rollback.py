@@ -46,7 +46,6 @@ from checkpoint_testenv.node.observe import (
     stored_heads,
     wait_for,
     wait_more_polls,
-    with_fast_readiness,
 )
 from checkpoint_testenv.node.storage import (
     long_object_name,
@@ -91,7 +90,7 @@ def scene(
     old = {**values, "image": {"tag": previous.tag}}
     release = install_ready(plane, namespace, old, chart_dir=previous.chart_dir)
     found = Scene(release, previous)
-    found.values_file.write_text(json.dumps(with_fast_readiness(values)))  # the upgrade's
+    found.values_file.write_text(json.dumps(values))
     yield found
     helm.run(plane, "uninstall", release.name, "--namespace", namespace, "--wait")
 

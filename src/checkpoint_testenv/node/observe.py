@@ -271,26 +271,13 @@ class ReleaseLogs:
         return self.followers[pod].objects(feed) if pod in self.followers else []
 
 
-FAST_READINESS = {"initialDelaySeconds": 1, "periodSeconds": 1, "failureThreshold": 15}
-"""The readiness probe of the node tests' releases: every second from the first (the chart's
-default: every 5 s after 2 s, 3 failures), so `helm --wait` and the tests see a pod Ready
-within a second of it being so; a pod still goes not-ready after the same 15 s of failures."""
-
-
-def with_fast_readiness(values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with `FAST_READINESS` under any readiness timings they set themselves."""
-    probes = values.get("probes", {})
-    readiness = {**FAST_READINESS, **probes.get("readiness", {})}
-    return {**values, "probes": {**probes, "readiness": readiness}}
-
-
 def install_ready(
     plane: ControlPlane, namespace: str, values: dict[str, Any], **options: Any
 ) -> Release:
-    """`helm install --wait` with `with_fast_readiness(values)`; a failure is raised with
-    `describe(plane, namespace)`, what a failed install needs to explain itself."""
+    """`helm install --wait`; a failure is raised with `describe(plane, namespace)`, what a failed
+    install needs to explain itself."""
     try:
-        return helm.install(plane, namespace, with_fast_readiness(values), wait=True, **options)
+        return helm.install(plane, namespace, values, wait=True, **options)
     except helm.HelmError as failure:
         raise AssertionError(f"{failure}\n{describe(plane, namespace)}") from failure
 

@@ -9,9 +9,11 @@ A file is opened O_APPEND: the kernel appends each write() whole under the file'
 other writer's bytes land inside a record. On a local file system, write() takes fewer bytes only
 when the file can take no more (disk full, file size limit) or when a SIGKILL arrives while the
 kernel copies the line (it stops at a page boundary, and the process never resumes); a second
-write() then only reports the error. The loop in `_write` is for pipes and terminals (stdout),
-where a signal handler can end a blocking write() after part of the line got in and the rest
-must follow; the kernel writes a line of up to PIPE_BUF (4096) bytes to a pipe in one piece.
+write() then only reports the error. A line that crosses a page boundary is copied in two steps:
+a reader of the file can see its first part until the second is in. The loop in `_write` is for
+pipes and terminals (stdout), where a signal handler can end a blocking write() after part of
+the line got in and the rest must follow; the kernel writes a line of up to PIPE_BUF (4096)
+bytes to a pipe in one piece.
 
 So the only torn line a file can hold is its last one, without its newline. It is kept and
 terminated: the first write after it starts with a newline (whether this sink cut it or the file

@@ -23,7 +23,7 @@ from typing import Any
 import jsonschema_rs
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
-from values_strategies import CONDITIONS, REPEAT_EXTRA, _lengths, _regex, _Walker
+from values_strategies import CONDITIONS, REPEAT_EXTRA, _domain, _lengths, _regex, _Walker
 
 from checkpoint_gate.paths import CHART_DIR
 
@@ -136,16 +136,6 @@ def test_every_conditional_object_is_found() -> None:
     assert _Walker(SCHEMA).exact_branches(root)[1]  # the root's `if` as well
 
 
-def finite_values(schema: dict[str, Any]) -> list[Any] | None:
-    if "const" in schema:
-        return [schema["const"]]
-    if "enum" in schema:
-        return list(schema["enum"])
-    if schema.get("type") == "boolean":
-        return [False, True]
-    return None
-
-
 def reachable(walker: _Walker, schema: dict[str, Any], path: str = "") -> set[str]:
     """Every property path of `schema` and `path=value` for each value of a property with a
     finite set of them, through the objects written out in it (a `$ref`'d object is checked as
@@ -157,7 +147,7 @@ def reachable(walker: _Walker, schema: dict[str, Any], path: str = "") -> set[st
         if "$ref" in sub and walker.resolve(sub).get("type") == "object":
             continue
         sub = walker.resolve(sub)
-        values = finite_values(sub)
+        values = _domain(sub)
         if values is not None:
             found |= {f"{here}={json.dumps(value)}" for value in values}
         elif sub.get("type") == "object":

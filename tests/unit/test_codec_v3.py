@@ -3,7 +3,9 @@ bound, the planner's pure decisions and the write budget's admission."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -92,6 +94,41 @@ def test_inline_head_round_trips_with_a_delta() -> None:
     expected = {k: v for k, v in {**rows, **change}.items() if v is not None}
     assert decoded == expected
     assert codec_v3.is_v3(SHARD, head.blob)
+
+
+def test_a_delta_names_its_base_by_the_crc_the_format_documents() -> None:
+    """What a reader of the stored objects computes, without the encoder: for an inline base,
+    the CRC-32 of the base member's bytes as stored (compressed, from its gzip header to its
+    trailer); for a chunked base, the CRC-32 of the UTF-8 text `P|slot:digest,...` (the active
+    slots in chunk order, each with the SHA-256 hex of its object's bytes, as the manifest
+    records it)."""
+    rows = rows_of()
+    change = {f"{SHARD}/cursor": "moved"}
+    inline, raw = codec_v3.encode_inline(SHARD, rows)
+    head = codec_v3.encode_head(SHARD, Manifest(), len(rows), inline, raw, change, len(rows))
+    members = gunzip_members(head.blob, MAX_DECODED_ENVELOPE, SHARD)
+    stored_base = head.blob[members[0].end : members[1].end]
+    assert documents(head.blob)[2]["base"] == zlib.crc32(stored_base)
+    assert documents(head.blob)[2]["base"] != zlib.crc32(members[1].data)  # not the inflated
+
+    parts = codec_v3.partition(rows, 3)
+    chunks = [codec_v3.encode_chunk(SHARD, part, i, 3) for i, part in enumerate(parts)]
+    slots = {
+        f"{g}{i}": Slot("1", hashlib.sha256(c.blob).hexdigest(), 1)
+        for i, c in enumerate(chunks)
+        for g in "ab"
+    }
+    manifest = Manifest(3, "aba", slots)
+    head = codec_v3.encode_head(SHARD, manifest, len(rows), None, 0, change, len(rows))
+    document = documents(head.blob)[0]
+    text = ",".join(
+        f"{generation}{index}:{document['slots'][f'{generation}{index}'][1]}"
+        for index, generation in enumerate(document["active"])
+    )
+    assert text == f"a0:{slots['a0'].digest},b1:{slots['b1'].digest},a2:{slots['a2'].digest}"
+    assert documents(head.blob)[1]["base"] == zlib.crc32(
+        f"{document['partitions']}|{text}".encode()
+    )
 
 
 def test_chunked_head_round_trips_and_every_row_lives_in_its_hash_chunk() -> None:

@@ -22,6 +22,7 @@ import yaml
 
 from checkpoint_gate.manifests import Json
 from checkpoint_gate.render import DEFAULT_RELEASE, SdkRenderer
+from checkpoint_gate.threats import threat_section
 
 REPORT_PATH = Path("docs/rbac.md")
 CHART = Path("charts/checkpoint-runtime")
@@ -220,6 +221,7 @@ def render_report(rows: Iterable[RenderedRole]) -> str:
     for row in rows:
         lines.append(_placement(row))
     lines += _admission_section(rows)
+    lines += threat_section()
     lines.append("")
     return "\n".join(lines)
 

@@ -61,6 +61,10 @@ def aggregate(api: client.ApiClient, role: str) -> None:
     for selector in aggregated.aggregation_rule.cluster_role_selectors or []:
         labels = ",".join(f"{k}={v}" for k, v in sorted((selector.match_labels or {}).items()))
         for source in rbac.list_cluster_role(label_selector=labels).items:
+            if source.aggregation_rule is not None:  # view is aggregated into edit, and so on
+                name = str(source.metadata and source.metadata.name)
+                aggregate(api, name)
+                source = rbac.read_cluster_role(name)
             rules.extend(rule for rule in source.rules or [] if rule not in rules)
     aggregated.rules = rules
     rbac.replace_cluster_role(role, aggregated)

@@ -281,3 +281,37 @@ def test_the_break_glass_group_recovers_a_squatted_store(hood: Neighbourhood) ->
     with hood.plane.admin_api() as admin_api:
         store = write_state(gamma, client.CoreV1Api(admin_api), {f"{FLOWLOGS}/cursor": "g"})
     assert store.get(f"{FLOWLOGS}/cursor") == "g"
+
+
+def test_the_largest_store_the_schema_admits_is_judged_within_the_cost_budget(
+    hood: Neighbourhood,
+) -> None:
+    """32 collectors (the schema's most) of 256 chunk slots per generation (its most): the API
+    server takes both policies (it estimates their cost at creation, strictly since 1.32) and
+    judges the costliest request, a name checked against every head and its slot indexes, with
+    the policy's own refusal rather than a cost error."""
+    feeds = [
+        {"kind": "objectstore", "tailnet": "t" * 40, "feed": f"feed-{i:02d}", "url": "file:///f"}
+        for i in range(32)
+    ]
+    largest = {
+        "admissionPolicy": {"enabled": True},
+        "rbac": {"scope": "namespace"},
+        "checkpoint": {"store": {"maxChunks": 256}, "collectors": feeds},
+    }
+    namespace = hood.plane.create_namespace("largest")
+    release = helm.install(hood.plane, namespace, largest, release="largest")
+    last = shard_name(release.lease_name, f"{'t' * 40}/objectstore/feed-31")
+    slot = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=f"{last}-cb255", labels=chunk_labels(release.lease_name))
+    )
+    bind_user(hood.plane, namespace, ONCALL)
+    with principal(hood.plane, "on call", impersonate=(ONCALL, None)) as oncall:
+        wait_until_refused(
+            lambda: oncall.core.create_namespaced_config_map(namespace, slot, dry_run="All")
+        )
+        error = refused(
+            lambda: oncall.core.create_namespaced_config_map(namespace, slot, dry_run="All")
+        )
+    assert error.status == 403
+    assert owner_message(release) in str(error.body), error.body

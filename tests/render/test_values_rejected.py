@@ -84,6 +84,10 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"serviceAccount": {"create": False, "name": "default"}},
         "serviceAccount.name",
     ),
+    "break-glass-group-of-every-user": (
+        {"admissionPolicy": {"enabled": True, "breakGlassGroup": "system:authenticated"}},
+        "admissionPolicy.breakGlassGroup",
+    ),
     "etcd-quota-as-string": (
         {"checkpoint": {"store": {"etcdQuotaBytes": "2Gi"}}},
         "checkpoint.store.etcdQuotaBytes",

@@ -14,6 +14,7 @@ before gamma was installed: an operator in the break-glass group deletes the squ
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -315,3 +316,37 @@ def test_the_largest_store_the_schema_admits_is_judged_within_the_cost_budget(
         )
     assert error.status == 403
     assert owner_message(release) in str(error.body), error.body
+
+
+def test_a_namespace_being_deleted_lets_its_store_objects_go(hood: Neighbourhood) -> None:
+    """The namespace controller empties a deleted namespace with deletecollection as itself:
+    while the namespace terminates, the reserved names no longer hold it back."""
+    plane = hood.plane
+    namespace = plane.create_namespace("ending")
+    delta = helm.install(plane, namespace, values(policy=True), release="delta")
+    token = namespace_user(plane, namespace)
+    with plane.admin_api() as admin_api:
+        write_state(delta, client.CoreV1Api(admin_api), {f"{FLOWLOGS}/cursor": "d"})
+    head = shard_name(delta.lease_name, FLOWLOGS)
+    with principal(plane, "edit user", token) as editor:
+        wait_until_refused(
+            lambda: editor.core.delete_namespaced_config_map(head, namespace, dry_run="All")
+        )
+        with plane.admin_api() as admin_api:
+            client.CoreV1Api(admin_api).delete_namespace(namespace)
+        # the policy sees the namespace through the API server's informer: allowed once it knows
+        deadline = time.monotonic() + 30
+        while error := failure(lambda: editor.core.delete_namespaced_config_map(head, namespace)):
+            assert error.status == 403, error.body
+            assert owner_message(delta) in str(error.body), error.body
+            assert time.monotonic() < deadline, "still refused in a terminating namespace"
+            time.sleep(0.1)
+
+
+def failure(attempt: Callable[[], object]) -> ApiException | None:
+    """The ApiException `attempt` raises, None when it succeeds."""
+    try:
+        attempt()
+    except ApiException as error:
+        return error
+    return None

@@ -10,11 +10,27 @@ vap_kind := "ValidatingAdmissionPolicy"
 
 vap_binding_kind := "ValidatingAdmissionPolicyBinding"
 
-# `request.userInfo.username == "system:serviceaccount:<ns>:<name>"`: the account it names.
+# `request.userInfo.username == "system:serviceaccount:<ns>:<name>"` (the policy narrowing that
+# account) or `!=` (the policy reserving the store's names against everyone else): the account.
 matched_account(condition) := account if {
-	parts := regex.find_all_string_submatch_n(`^request\.userInfo\.username == "(system:serviceaccount:[a-z0-9.-]+:[a-z0-9.-]+)"$`, object.get(condition, "expression", ""), 1)
+	parts := regex.find_all_string_submatch_n(`^request\.userInfo\.username [!=]= "(system:serviceaccount:[a-z0-9.-]+:[a-z0-9.-]+)"$`, object.get(condition, "expression", ""), 1)
 	count(parts) == 1
 	account := parts[0][1]
+}
+
+# A policy judging everyone but one account must stay in one namespace (the coordination one).
+judges_everyone_else(policy) if {
+	some condition in object.get(policy, ["spec", "matchConditions"], [])
+	matched_account(condition)
+	contains(condition.expression, "!=")
+}
+
+deny contains msg if {
+	some policy in objects_of_kind(vap_kind)
+	judges_everyone_else(policy)
+	selector := object.get(policy, ["spec", "matchConstraints", "namespaceSelector"], {})
+	object.keys(object.get(selector, "matchLabels", {})) != {"kubernetes.io/metadata.name"}
+	msg := concat("", ["RBAC-11 ", label(policy), ": judges every user but one, so it must be pinned to one namespace by namespaceSelector.matchLabels kubernetes.io/metadata.name only"])
 }
 
 policy_accounts(policy) := {account |

@@ -477,3 +477,766 @@ fixture_test_pod := {
 }
 
 fixture_release := [fixture_service_account, fixture_config, fixture_role, fixture_role_binding, fixture_service, fixture_deployment, fixture_test_pod]
+
+# The same release with the admission policies on (names scope, a collector, a legacy
+# ConfigMap): every object, in render order.
+fixture_admission_release := [
+	{
+		"apiVersion": "admissionregistration.k8s.io/v1",
+		"kind": "ValidatingAdmissionPolicy",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime.ns1",
+		},
+		"spec": {
+			"failurePolicy": "Fail",
+			"matchConditions": [
+				{
+					"expression": "request.userInfo.username == \"system:serviceaccount:ns1:cr-checkpoint-runtime\"",
+					"name": "runtime-service-account",
+				},
+			],
+			"matchConstraints": {
+				"resourceRules": [
+					{
+						"apiGroups": [
+							"",
+						],
+						"apiVersions": [
+							"v1",
+						],
+						"operations": [
+							"CREATE",
+							"UPDATE",
+						],
+						"resources": [
+							"configmaps",
+						],
+					},
+					{
+						"apiGroups": [
+							"coordination.k8s.io",
+						],
+						"apiVersions": [
+							"v1",
+						],
+						"operations": [
+							"CREATE",
+						],
+						"resources": [
+							"leases",
+						],
+					},
+				],
+			},
+			"validations": [
+				{
+					"expression": "!variables.configMap || request.operation != \"CREATE\" || ((object.metadata.name in variables.heads || variables.chunkSlot) && variables.labelled)",
+					"message": "checkpoint-runtime admission policy cr-checkpoint-runtime.ns1: system:serviceaccount:ns1:cr-checkpoint-runtime may create only its store's shard and chunk-slot ConfigMaps, with the store's labels",
+					"messageExpression": "\"checkpoint-runtime admission policy cr-checkpoint-runtime.ns1: system:serviceaccount:ns1:cr-checkpoint-runtime\" + \" may create only its store's shard and chunk-slot ConfigMaps, with the store's labels; refused: ConfigMap \" + object.metadata.name",
+					"reason": "Forbidden",
+				},
+				{
+					"expression": "!variables.configMap || request.operation != \"UPDATE\" || (variables.legacy != \"\" && object.metadata.name == variables.legacy) || (variables.wasLabelled && variables.labelled)",
+					"message": "checkpoint-runtime admission policy cr-checkpoint-runtime.ns1: system:serviceaccount:ns1:cr-checkpoint-runtime may update only ConfigMaps that carry its store's labels before and after the update",
+					"messageExpression": "\"checkpoint-runtime admission policy cr-checkpoint-runtime.ns1: system:serviceaccount:ns1:cr-checkpoint-runtime\" + \" may update only ConfigMaps that carry its store's labels before and after the update; refused: ConfigMap \" + object.metadata.name",
+					"reason": "Forbidden",
+				},
+				{
+					"expression": "variables.configMap || object.metadata.name == variables.lease",
+					"message": "checkpoint-runtime admission policy cr-checkpoint-runtime.ns1: system:serviceaccount:ns1:cr-checkpoint-runtime may create only its own Lease cr-checkpoint-runtime",
+					"messageExpression": "\"checkpoint-runtime admission policy cr-checkpoint-runtime.ns1: system:serviceaccount:ns1:cr-checkpoint-runtime\" + \" may create only its own Lease cr-checkpoint-runtime; refused: Lease \" + object.metadata.name",
+					"reason": "Forbidden",
+				},
+			],
+			"variables": [
+				{
+					"expression": "[\"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1\"]",
+					"name": "heads",
+				},
+				{
+					"expression": "8",
+					"name": "maxChunks",
+				},
+				{
+					"expression": "\"cr-checkpoint-runtime\"",
+					"name": "lease",
+				},
+				{
+					"expression": "\"old-checkpoints\"",
+					"name": "legacy",
+				},
+				{
+					"expression": "\"757bc7f30518a3f9\"",
+					"name": "storeLabel",
+				},
+				{
+					"expression": "request.resource.resource == \"configmaps\"",
+					"name": "configMap",
+				},
+				{
+					"expression": "variables.heads.exists(h, object.metadata.name.startsWith(h + \"-c\") && object.metadata.name.substring(size(h) + 2).matches(\"^[ab](0|[1-9][0-9]{0,2})$\") && int(object.metadata.name.substring(size(h) + 3)) < variables.maxChunks)",
+					"name": "chunkSlot",
+				},
+				{
+					"expression": "has(object.metadata.labels) && \"checkpoint-runtime.io/store\" in object.metadata.labels && object.metadata.labels[\"checkpoint-runtime.io/store\"] == variables.storeLabel && \"checkpoint-runtime.io/component\" in object.metadata.labels && object.metadata.labels[\"checkpoint-runtime.io/component\"] in [\"checkpoint-shard\", \"checkpoint-chunk\"]",
+					"name": "labelled",
+				},
+				{
+					"expression": "oldObject != null && has(oldObject.metadata.labels) && \"checkpoint-runtime.io/store\" in oldObject.metadata.labels && oldObject.metadata.labels[\"checkpoint-runtime.io/store\"] == variables.storeLabel && \"checkpoint-runtime.io/component\" in oldObject.metadata.labels && oldObject.metadata.labels[\"checkpoint-runtime.io/component\"] in [\"checkpoint-shard\", \"checkpoint-chunk\"]",
+					"name": "wasLabelled",
+				},
+			],
+		},
+	},
+	{
+		"apiVersion": "admissionregistration.k8s.io/v1",
+		"kind": "ValidatingAdmissionPolicyBinding",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime.ns1",
+		},
+		"spec": {
+			"policyName": "cr-checkpoint-runtime.ns1",
+			"validationActions": [
+				"Deny",
+			],
+		},
+	},
+	{
+		"apiVersion": "admissionregistration.k8s.io/v1",
+		"kind": "ValidatingAdmissionPolicy",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime.ns1.reserved",
+		},
+		"spec": {
+			"failurePolicy": "Fail",
+			"matchConditions": [
+				{
+					"expression": "request.userInfo.username != \"system:serviceaccount:ns1:cr-checkpoint-runtime\"",
+					"name": "not-the-store",
+				},
+			],
+			"matchConstraints": {
+				"namespaceSelector": {
+					"matchLabels": {
+						"kubernetes.io/metadata.name": "ns1",
+					},
+				},
+				"resourceRules": [
+					{
+						"apiGroups": [
+							"",
+						],
+						"apiVersions": [
+							"v1",
+						],
+						"operations": [
+							"CREATE",
+							"UPDATE",
+							"DELETE",
+						],
+						"resources": [
+							"configmaps",
+						],
+					},
+					{
+						"apiGroups": [
+							"coordination.k8s.io",
+						],
+						"apiVersions": [
+							"v1",
+						],
+						"operations": [
+							"CREATE",
+							"UPDATE",
+							"DELETE",
+						],
+						"resources": [
+							"leases",
+						],
+					},
+				],
+			},
+			"validations": [
+				{
+					"expression": "!variables.reserved || (request.operation == \"DELETE\" && namespaceObject != null && has(namespaceObject.metadata.deletionTimestamp)) || (has(request.userInfo.groups) && (\"system:masters\" in request.userInfo.groups || (variables.breakGlassGroup != \"\" && variables.breakGlassGroup in request.userInfo.groups)))",
+					"message": "this object belongs to the checkpoint store of release cr (ServiceAccount system:serviceaccount:ns1:cr-checkpoint-runtime): only that ServiceAccount, or a member of the group checkpoint-runtime:break-glass, may create, update or delete it",
+					"messageExpression": "(request.resource.resource == \"leases\" ? \"Lease \" : \"ConfigMap \") + variables.name + \" belongs to the checkpoint store of release cr (ServiceAccount system:serviceaccount:ns1:cr-checkpoint-runtime): only that ServiceAccount, or a member of the group checkpoint-runtime:break-glass, may create, update or delete it; refused for \" + request.userInfo.username",
+					"reason": "Forbidden",
+				},
+			],
+			"variables": [
+				{
+					"expression": "(object != null ? object : oldObject).metadata.name",
+					"name": "name",
+				},
+				{
+					"expression": "[\"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1\"]",
+					"name": "heads",
+				},
+				{
+					"expression": "8",
+					"name": "maxChunks",
+				},
+				{
+					"expression": "\"cr-checkpoint-runtime\"",
+					"name": "lease",
+				},
+				{
+					"expression": "\"old-checkpoints\"",
+					"name": "legacy",
+				},
+				{
+					"expression": "\"checkpoint-runtime:break-glass\"",
+					"name": "breakGlassGroup",
+				},
+				{
+					"expression": "request.resource.resource == \"leases\" ? variables.name == variables.lease : variables.name in variables.heads || (variables.legacy != \"\" && variables.name == variables.legacy) || variables.heads.exists(h, variables.name.startsWith(h + \"-c\") && variables.name.substring(size(h) + 2).matches(\"^[ab](0|[1-9][0-9]{0,2})$\") && int(variables.name.substring(size(h) + 3)) < variables.maxChunks)",
+					"name": "reserved",
+				},
+			],
+		},
+	},
+	{
+		"apiVersion": "admissionregistration.k8s.io/v1",
+		"kind": "ValidatingAdmissionPolicyBinding",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime.ns1.reserved",
+		},
+		"spec": {
+			"policyName": "cr-checkpoint-runtime.ns1.reserved",
+			"validationActions": [
+				"Deny",
+			],
+		},
+	},
+	{
+		"apiVersion": "v1",
+		"data": {
+			"config.json": "{\n  \"collectors\": [\n    {\n      \"kind\": \"flowlogs\",\n      \"url\": \"http://flows.example:8080/v1\"\n    }\n  ],\n  \"http\": {\n    \"bindAddress\": \"0.0.0.0\",\n    \"port\": 8080\n  },\n  \"leaderElection\": {\n    \"enabled\": true,\n    \"leaseDurationSeconds\": 15,\n    \"renewDeadlineSeconds\": 10,\n    \"retryPeriodSeconds\": 2\n  },\n  \"sink\": {\n    \"kind\": \"stdout\"\n  },\n  \"store\": {\n    \"backend\": \"kubernetes\",\n    \"deadlineSeconds\": 30,\n    \"debounceSeconds\": 1,\n    \"discovery\": \"names\",\n    \"etcdQuotaBytes\": 2147483648,\n    \"leaseName\": \"cr-checkpoint-runtime\",\n    \"legacyConfigMap\": \"old-checkpoints\",\n    \"maxChunks\": 8,\n    \"namespace\": \"ns1\",\n    \"writeBudgetBytesPerSecond\": 262144\n  }\n}\n",
+		},
+		"kind": "ConfigMap",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime-config",
+			"namespace": "ns1",
+		},
+	},
+	{
+		"apiVersion": "apps/v1",
+		"kind": "Deployment",
+		"metadata": {
+			"annotations": {
+				"checkov.io/skip1": "CKV_K8S_43=the image is pinned by tag only: the chart cannot know the digest of the image you build; set image.digest to pin it by content",
+				"checkov.io/skip2": "CKV_K8S_15=imagePullPolicy IfNotPresent with a pinned tag: Always would need the registry at every pod start and fails for images preloaded onto nodes; set image.pullPolicy to Always to re-check pull secrets on every start",
+				"checkov.io/skip3": "CKV2_K8S_6=networkPolicy.enabled is false (the default): the peers allowed to reach the runtime and the API server's address differ per cluster; enable it with networkPolicy.ingressFrom",
+				"kube-score/ignore": "container-image-pull-policy,pod-networkpolicy,deployment-has-poddisruptionbudget,container-ephemeral-storage-request-and-limit",
+			},
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime",
+			"namespace": "ns1",
+		},
+		"spec": {
+			"replicas": 2,
+			"selector": {
+				"matchLabels": {
+					"app.kubernetes.io/instance": "cr",
+					"app.kubernetes.io/name": "checkpoint-runtime",
+				},
+			},
+			"template": {
+				"metadata": {
+					"annotations": {
+						"checksum/config": "65580954cd700a7c29f212099cee80b02cb477fd94972743530452a3c10cac22",
+					},
+					"labels": {
+						"app.kubernetes.io/component": "runtime",
+						"app.kubernetes.io/instance": "cr",
+						"app.kubernetes.io/managed-by": "Helm",
+						"app.kubernetes.io/name": "checkpoint-runtime",
+						"app.kubernetes.io/part-of": "checkpoint-runtime",
+						"app.kubernetes.io/version": "0.1.0",
+						"helm.sh/chart": "checkpoint-runtime-0.1.0",
+					},
+				},
+				"spec": {
+					"affinity": {
+						"podAntiAffinity": {
+							"preferredDuringSchedulingIgnoredDuringExecution": [
+								{
+									"podAffinityTerm": {
+										"labelSelector": {
+											"matchLabels": {
+												"app.kubernetes.io/instance": "cr",
+												"app.kubernetes.io/name": "checkpoint-runtime",
+											},
+										},
+										"topologyKey": "kubernetes.io/hostname",
+									},
+									"weight": 100,
+								},
+							],
+						},
+					},
+					"automountServiceAccountToken": false,
+					"containers": [
+						{
+							"args": [
+								"run",
+								"--config",
+								"/etc/checkpoint-runtime/config.json",
+							],
+							"env": [
+								{
+									"name": "POD_NAME",
+									"valueFrom": {
+										"fieldRef": {
+											"fieldPath": "metadata.name",
+										},
+									},
+								},
+								{
+									"name": "POD_NAMESPACE",
+									"valueFrom": {
+										"fieldRef": {
+											"fieldPath": "metadata.namespace",
+										},
+									},
+								},
+							],
+							"image": "checkpoint-runtime:0.1.0",
+							"imagePullPolicy": "IfNotPresent",
+							"livenessProbe": {
+								"failureThreshold": 3,
+								"httpGet": {
+									"path": "/healthz",
+									"port": "http",
+								},
+								"initialDelaySeconds": 5,
+								"periodSeconds": 10,
+								"timeoutSeconds": 2,
+							},
+							"name": "runtime",
+							"ports": [
+								{
+									"containerPort": 8080,
+									"name": "http",
+									"protocol": "TCP",
+								},
+							],
+							"readinessProbe": {
+								"failureThreshold": 3,
+								"httpGet": {
+									"path": "/readyz",
+									"port": "http",
+								},
+								"initialDelaySeconds": 2,
+								"periodSeconds": 5,
+								"timeoutSeconds": 2,
+							},
+							"resources": {
+								"limits": {
+									"cpu": "500m",
+									"memory": "512Mi",
+								},
+								"requests": {
+									"cpu": "50m",
+									"memory": "128Mi",
+								},
+							},
+							"securityContext": {
+								"allowPrivilegeEscalation": false,
+								"capabilities": {
+									"drop": [
+										"ALL",
+									],
+								},
+								"privileged": false,
+								"readOnlyRootFilesystem": true,
+								"runAsNonRoot": true,
+								"seccompProfile": {
+									"type": "RuntimeDefault",
+								},
+							},
+							"terminationMessagePolicy": "FallbackToLogsOnError",
+							"volumeMounts": [
+								{
+									"mountPath": "/etc/checkpoint-runtime",
+									"name": "config",
+									"readOnly": true,
+								},
+								{
+									"mountPath": "/tmp",
+									"name": "tmp",
+								},
+								{
+									"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+									"name": "kube-api-access",
+									"readOnly": true,
+								},
+							],
+						},
+					],
+					"securityContext": {
+						"fsGroup": 10001,
+						"runAsGroup": 10001,
+						"runAsNonRoot": true,
+						"runAsUser": 10001,
+						"seccompProfile": {
+							"type": "RuntimeDefault",
+						},
+					},
+					"serviceAccountName": "cr-checkpoint-runtime",
+					"terminationGracePeriodSeconds": 40,
+					"volumes": [
+						{
+							"configMap": {
+								"name": "cr-checkpoint-runtime-config",
+							},
+							"name": "config",
+						},
+						{
+							"emptyDir": {
+								"sizeLimit": "64Mi",
+							},
+							"name": "tmp",
+						},
+						{
+							"name": "kube-api-access",
+							"projected": {
+								"defaultMode": 420,
+								"sources": [
+									{
+										"serviceAccountToken": {
+											"expirationSeconds": 3600,
+											"path": "token",
+										},
+									},
+									{
+										"configMap": {
+											"items": [
+												{
+													"key": "ca.crt",
+													"path": "ca.crt",
+												},
+											],
+											"name": "kube-root-ca.crt",
+										},
+									},
+									{
+										"downwardAPI": {
+											"items": [
+												{
+													"fieldRef": {
+														"apiVersion": "v1",
+														"fieldPath": "metadata.namespace",
+													},
+													"path": "namespace",
+												},
+											],
+										},
+									},
+								],
+							},
+						},
+					],
+				},
+			},
+		},
+	},
+	{
+		"apiVersion": "rbac.authorization.k8s.io/v1",
+		"kind": "Role",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime",
+			"namespace": "ns1",
+		},
+		"rules": [
+			{
+				"apiGroups": [
+					"",
+				],
+				"resourceNames": [
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca0",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca1",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca2",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca3",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca4",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca5",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca6",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-ca7",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb0",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb1",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb2",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb3",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb4",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb5",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb6",
+					"cr-checkpoint-runtime-flowlogs-cd439c0c8e2971f1-cb7",
+					"old-checkpoints",
+				],
+				"resources": [
+					"configmaps",
+				],
+				"verbs": [
+					"get",
+					"update",
+				],
+			},
+			{
+				"apiGroups": [
+					"",
+				],
+				"resources": [
+					"configmaps",
+				],
+				"verbs": [
+					"create",
+				],
+			},
+			{
+				"apiGroups": [
+					"coordination.k8s.io",
+				],
+				"resourceNames": [
+					"cr-checkpoint-runtime",
+				],
+				"resources": [
+					"leases",
+				],
+				"verbs": [
+					"get",
+					"update",
+				],
+			},
+			{
+				"apiGroups": [
+					"coordination.k8s.io",
+				],
+				"resources": [
+					"leases",
+				],
+				"verbs": [
+					"create",
+				],
+			},
+		],
+	},
+	{
+		"apiVersion": "rbac.authorization.k8s.io/v1",
+		"kind": "RoleBinding",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime",
+			"namespace": "ns1",
+		},
+		"roleRef": {
+			"apiGroup": "rbac.authorization.k8s.io",
+			"kind": "Role",
+			"name": "cr-checkpoint-runtime",
+		},
+		"subjects": [
+			{
+				"kind": "ServiceAccount",
+				"name": "cr-checkpoint-runtime",
+				"namespace": "ns1",
+			},
+		],
+	},
+	{
+		"apiVersion": "v1",
+		"kind": "Service",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime",
+			"namespace": "ns1",
+		},
+		"spec": {
+			"ports": [
+				{
+					"name": "http",
+					"port": 8080,
+					"protocol": "TCP",
+					"targetPort": "http",
+				},
+			],
+			"selector": {
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+			},
+			"type": "ClusterIP",
+		},
+	},
+	{
+		"apiVersion": "v1",
+		"automountServiceAccountToken": false,
+		"kind": "ServiceAccount",
+		"metadata": {
+			"labels": {
+				"app.kubernetes.io/component": "runtime",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime",
+			"namespace": "ns1",
+		},
+	},
+	{
+		"apiVersion": "v1",
+		"kind": "Pod",
+		"metadata": {
+			"annotations": {
+				"checkov.io/skip1": "CKV_K8S_43=the image is pinned by tag only: the chart cannot know the digest of the image you build; set image.digest to pin it by content",
+				"checkov.io/skip2": "CKV_K8S_15=imagePullPolicy IfNotPresent with a pinned tag: Always would need the registry at every pod start and fails for images preloaded onto nodes; set image.pullPolicy to Always to re-check pull secrets on every start",
+				"checkov.io/skip3": "CKV_K8S_8=the helm test pod sends one request and exits: there is no long-running process to probe",
+				"checkov.io/skip4": "CKV_K8S_9=the helm test pod sends one request and exits: there is no long-running process to probe",
+				"checkov.io/skip5": "CKV2_K8S_6=the helm test pod serves nothing and exists only while helm test runs",
+				"helm.sh/hook": "test",
+				"helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+				"kube-score/ignore": "container-image-pull-policy,pod-networkpolicy,container-ephemeral-storage-request-and-limit",
+			},
+			"labels": {
+				"app.kubernetes.io/component": "test",
+				"app.kubernetes.io/instance": "cr",
+				"app.kubernetes.io/managed-by": "Helm",
+				"app.kubernetes.io/name": "checkpoint-runtime-test",
+				"app.kubernetes.io/part-of": "checkpoint-runtime",
+				"app.kubernetes.io/version": "0.1.0",
+				"helm.sh/chart": "checkpoint-runtime-0.1.0",
+			},
+			"name": "cr-checkpoint-runtime-test",
+			"namespace": "ns1",
+		},
+		"spec": {
+			"automountServiceAccountToken": false,
+			"containers": [
+				{
+					"command": [
+						"python3",
+						"-c",
+						"import sys, urllib.request\nwith urllib.request.urlopen(\"http://cr-checkpoint-runtime:8080/healthz\", timeout=10) as answer:\n    sys.exit(0 if answer.status == 200 else 1)\n",
+					],
+					"image": "checkpoint-runtime:0.1.0",
+					"imagePullPolicy": "IfNotPresent",
+					"name": "healthz",
+					"resources": {
+						"limits": {
+							"cpu": "100m",
+							"memory": "64Mi",
+						},
+						"requests": {
+							"cpu": "10m",
+							"memory": "32Mi",
+						},
+					},
+					"securityContext": {
+						"allowPrivilegeEscalation": false,
+						"capabilities": {
+							"drop": [
+								"ALL",
+							],
+						},
+						"privileged": false,
+						"readOnlyRootFilesystem": true,
+						"runAsNonRoot": true,
+						"seccompProfile": {
+							"type": "RuntimeDefault",
+						},
+					},
+				},
+			],
+			"restartPolicy": "Never",
+			"securityContext": {
+				"fsGroup": 10001,
+				"runAsGroup": 10001,
+				"runAsNonRoot": true,
+				"runAsUser": 10001,
+				"seccompProfile": {
+					"type": "RuntimeDefault",
+				},
+			},
+			"serviceAccountName": "cr-checkpoint-runtime",
+		},
+	},
+]

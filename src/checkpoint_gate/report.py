@@ -22,6 +22,7 @@ import yaml
 
 from checkpoint_gate.manifests import Json
 from checkpoint_gate.render import DEFAULT_RELEASE, SdkRenderer
+from checkpoint_gate.threats import threat_section
 
 REPORT_PATH = Path("docs/rbac.md")
 CHART = Path("charts/checkpoint-runtime")
@@ -220,6 +221,7 @@ def render_report(rows: Iterable[RenderedRole]) -> str:
     for row in rows:
         lines.append(_placement(row))
     lines += _admission_section(rows)
+    lines += threat_section()
     lines.append("")
     return "\n".join(lines)
 
@@ -232,7 +234,9 @@ def _admission_section(rows: list[RenderedRole]) -> list[str]:
         "",
         "A ValidatingAdmissionPolicy and its binding (cluster-scoped admission objects, not RBAC:",
         "they grant nothing) refuse, for the chart's ServiceAccount only, the writes the Role",
-        "cannot pin by name (policy `policy/admission.rego`, rule RBAC-11).",
+        "cannot pin by name (policy `policy/admission.rego`, rule RBAC-11). A second policy,",
+        "`<name>.reserved`, reserves the same names (and the store's Lease) for that account",
+        "against every other identity in the coordination namespace: the table after this one.",
         "",
         "| values | policy | matches | ConfigMap create | ConfigMap update | Lease create |",
         "|---|---|---|---|---|---|",

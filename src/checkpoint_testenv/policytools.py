@@ -101,6 +101,16 @@ FIXTURE_NAMES = {
 }
 
 
+ADMISSION_FIXTURE_VALUES = {
+    "admissionPolicy": {"enabled": True},
+    "rbac": {"scope": "names"},
+    "checkpoint": {
+        "store": {"legacyConfigMap": "old-checkpoints"},
+        "collectors": [{"kind": "flowlogs", "url": "http://flows.example:8080/v1"}],
+    },
+}
+
+
 def _write_if_changed(path: Path, content: bytes) -> bool:
     if path.exists() and path.read_bytes() == content:
         return False
@@ -133,6 +143,16 @@ def render_fixtures(root: Path) -> str:
     for kind, name in FIXTURE_NAMES.items():
         lines += [f"{name} := {json.dumps(by_kind[kind], indent=1, sort_keys=True)}", ""]
     lines.append(f"fixture_release := [{', '.join(FIXTURE_NAMES.values())}]")
+    admission = SdkRenderer(root / CHART).render(
+        ADMISSION_FIXTURE_VALUES, release=FIXTURE_RELEASE, namespace=FIXTURE_NAMESPACE
+    )
+    documents = json.dumps([manifest.document for manifest in admission], indent=1, sort_keys=True)
+    lines += [
+        "",
+        "# The same release with the admission policies on (names scope, a collector, a legacy",
+        "# ConfigMap): every object, in render order.",
+        f"fixture_admission_release := {documents}",
+    ]
     return opa_fmt("\n".join(lines) + "\n")
 
 

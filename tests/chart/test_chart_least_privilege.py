@@ -185,6 +185,12 @@ def test_file_store_mounts_no_token_at_all(render: Render) -> None:
 # --- the admission policy ------------------------------------------------------------------------
 
 POLICY_NAME = f"{FULLNAME}.{NAMESPACE}"
+RESERVED_NAME = f"{POLICY_NAME}.reserved"
+
+
+def named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [obj for obj in by_kind(objects, kind) if obj["metadata"]["name"] == name]
+    return found
 
 
 def _variables(policy: dict[str, Any]) -> dict[str, str]:
@@ -212,9 +218,8 @@ def test_admission_policy_pins_the_release_account_names_and_labels(
     )
     assert not by_kind(objects, "ClusterRole")
     assert not by_kind(objects, "ClusterRoleBinding")
-    policy = one(objects, "ValidatingAdmissionPolicy")
-    binding = one(objects, "ValidatingAdmissionPolicyBinding")
-    assert policy["metadata"]["name"] == binding["metadata"]["name"] == POLICY_NAME
+    policy = named(objects, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
     assert "namespace" not in policy["metadata"]
     assert "namespace" not in binding["metadata"]
     assert binding["spec"] == {"policyName": POLICY_NAME, "validationActions": ["Deny"]}
@@ -236,8 +241,56 @@ def test_admission_policy_pins_the_release_account_names_and_labels(
     ]
 
 
+@pytest.mark.parametrize("group", ["checkpoint-runtime:break-glass", "oncall", ""])
+def test_the_reserved_names_policy_names_the_store_its_owner_and_the_break_glass_group(
+    render: Render, group: str
+) -> None:
+    objects = render(
+        {
+            "admissionPolicy": {"enabled": True, "breakGlassGroup": group},
+            "rbac": {"scope": "names"},
+            "checkpoint": {
+                "collectors": COLLECTORS,
+                "store": {"legacyConfigMap": "collector-checkpoints", "namespace": "coord"},
+            },
+        }
+    )
+    assert {obj["metadata"]["name"] for obj in by_kind(objects, "ValidatingAdmissionPolicy")} == {
+        POLICY_NAME,
+        RESERVED_NAME,
+    }
+    policy = named(objects, "ValidatingAdmissionPolicy", RESERVED_NAME)
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", RESERVED_NAME)
+    assert binding["spec"] == {"policyName": RESERVED_NAME, "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    constraints = policy["spec"]["matchConstraints"]
+    assert constraints["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "coord"}
+    }
+    assert [(r["resources"], r["operations"]) for r in constraints["resourceRules"]] == [
+        (["configmaps"], ["CREATE", "UPDATE", "DELETE"]),
+        (["leases"], ["CREATE", "UPDATE", "DELETE"]),
+    ]
+    account = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == f'request.userInfo.username != "{account}"'
+    variables = _variables(policy)
+    heads = sorted(
+        shard_name(FULLNAME, key) for key in ["flowlogs", "corp.example/objectstore/audit"]
+    )
+    assert json.loads(variables["heads"]) == heads
+    assert json.loads(variables["lease"]) == FULLNAME
+    assert json.loads(variables["legacy"]) == "collector-checkpoints"
+    assert json.loads(variables["breakGlassGroup"]) == group
+    (validation,) = policy["spec"]["validations"]
+    owner = f"release {RELEASE} (ServiceAccount {account})"
+    assert owner in validation["message"]
+    assert owner in validation["messageExpression"]
+    assert (f"a member of the group {group}," in validation["message"]) is bool(group)
+
+
 def test_store_label_in_the_chart_is_the_runtime_s(render: Render) -> None:
-    policy = one(
+    policy = named(
         render(
             {
                 "admissionPolicy": {"enabled": True},
@@ -245,6 +298,7 @@ def test_store_label_in_the_chart_is_the_runtime_s(render: Render) -> None:
             }
         ),
         "ValidatingAdmissionPolicy",
+        POLICY_NAME,
     )
     expected = hashlib.sha256(b"store\0x-leader").hexdigest()[:16]
     assert json.loads(_variables(policy)["storeLabel"]) == store_label("x-leader") == expected

@@ -282,7 +282,8 @@ ACCEPTED = set(CIDR_EDGES[:13])
 
 
 def chart_admits(chart: Chart, cidr: str) -> bool:
-    values = restricted(apiServer={"cidrs": [cidr]})
+    """The syntax and host bits the chart admits (/0 acknowledged: its own test is below)."""
+    values = restricted(apiServer={"cidrs": [cidr]}, allowAnyAddress=True)
     try:
         chart.render(values=values, name="cr", namespace="ns")
     except HelmValuesError:
@@ -324,6 +325,19 @@ def test_the_chart_admits_the_cidrs_the_api_server_accepts(
     with control_plane.admin_api() as api:
         accepted = {cidr for cidr in CIDR_EDGES if api_server_accepts(api, namespace, cidr)}
     assert accepted == ACCEPTED
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0"])
+def test_every_address_needs_its_acknowledgement(chart: Chart, cidr: str) -> None:
+    for values in (
+        restricted(apiServer={"cidrs": [cidr]}),
+        restricted(to=[{"cidrs": [cidr], "ports": [{"port": 443}]}]),
+    ):
+        with pytest.raises(HelmRenderError) as refused:
+            chart.render(values=values, name="cr", namespace="ns")
+        assert f"{cidr} allows every address" in str(refused.value)
+        values["networkPolicy"]["egress"]["allowAnyAddress"] = True
+        chart.render(values=values, name="cr", namespace="ns")
 
 
 def test_destination_cidrs_are_checked_too(chart: Chart) -> None:

@@ -301,6 +301,79 @@ VARIANTS: dict[str, Broken] = {
     ),
 }
 
+# The admission policies on (names scope, a collector, a legacy ConfigMap): each edit of
+# admissionpolicy.yaml below changes what the API server would enforce, and the gate compares
+# the rendered policies with the ones it derives itself.
+ADMISSION: dict[str, Any] = {**NAMES, "admissionPolicy": {"enabled": True}}
+VAP, BINDING = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
+ADMISSION_EDITS: dict[str, tuple[str, str, str]] = {
+    # name: (old text, new text, kind denied)
+    "create-validation-loosened": (
+        "|| ((object.metadata.name in variables.heads || variables.chunkSlot)"
+        " && variables.labelled)",
+        "|| object.metadata.name in variables.heads || variables.chunkSlot",
+        VAP,
+    ),
+    "update-validation-dropped": (
+        '    - expression: >-\n        !variables.configMap || request.operation != "UPDATE"',
+        "    - expression: 'true'\n      message: x\n    - expression: >-\n        true ||"
+        ' !variables.configMap || request.operation != "UPDATE"',
+        VAP,
+    ),
+    "lease-validation-removed": (
+        "    - expression: 'variables.configMap || object.metadata.name == variables.lease'",
+        "    - expression: 'true'",
+        VAP,
+    ),
+    "chunk-slots-unbounded": (
+        "int(object.metadata.name.substring(size(h) + 3)) < variables.maxChunks",
+        "true",
+        VAP,
+    ),
+    "reserved-names-let-everyone-delete": (
+        '(request.operation == "DELETE" && namespaceObject != null',
+        '(request.operation == "DELETE" || namespaceObject != null',
+        VAP,
+    ),
+    "reserved-names-skip-leases": (
+        'request.resource.resource == "leases" ? variables.name == variables.lease',
+        'request.resource.resource == "leases" ? false',
+        VAP,
+    ),
+    "reserved-names-no-delete": (
+        'operations: ["CREATE", "UPDATE", "DELETE"]\n        resources: ["configmaps"]',
+        'operations: ["CREATE", "UPDATE"]\n        resources: ["configmaps"]',
+        VAP,
+    ),
+    "reserved-names-in-every-namespace": (
+        "    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name:"
+        " {{ $coordination | quote }}\n",
+        "",
+        VAP,
+    ),
+    "reserved-names-any-group": (
+        "variables.breakGlassGroup in request.userInfo.groups",
+        "size(request.userInfo.groups) > 0",
+        VAP,
+    ),
+    "binding-warns-only": ('validationActions: ["Deny"]', 'validationActions: ["Warn"]', BINDING),
+    "binding-with-match-resources": (
+        '  validationActions: ["Deny"]',
+        '  validationActions: ["Deny"]\n  matchResources:\n    namespaceSelector:\n'
+        "      matchLabels:\n        nothing: matches",
+        BINDING,
+    ),
+    "reserved-policy-dropped": (
+        "kind: ValidatingAdmissionPolicy\nmetadata:\n  name: {{ $reserved",
+        'kind: ValidatingAdmissionPolicy\nmetadata:\n  name: {{ printf "%s-other" $reserved',
+        VAP,
+    ),
+}
+for _name, (_old, _new, _kind) in ADMISSION_EDITS.items():
+    VARIANTS[f"admission-{_name}"] = Broken(
+        "admissionpolicy.yaml", _old, _new, "RBAC-11", _kind, ADMISSION
+    )
+
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_broken_chart_is_denied(
@@ -322,7 +395,9 @@ def test_there_are_at_least_twelve_broken_variants() -> None:
     assert len({broken.rule for broken in VARIANTS.values()}) >= 12
 
 
-@pytest.mark.parametrize("values", [{}, NAMES, NAMES_NONE], ids=["defaults", "names", "no-names"])
+@pytest.mark.parametrize(
+    "values", [{}, NAMES, NAMES_NONE, ADMISSION], ids=["defaults", "names", "no-names", "admission"]
+)
 def test_the_unbroken_copy_passes(
     values: dict[str, Any], chart_copy: Callable[[str, str, str], Path], engine: PolicyEngine
 ) -> None:

@@ -76,6 +76,18 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"checkpoint": {"store": {"writeBudgetBytesPerSecond": 0}}},
         "checkpoint.store.writeBudgetBytesPerSecond",
     ),
+    "token-the-api-server-extends-to-a-year": (
+        {"serviceAccount": {"tokenExpirationSeconds": 3607}},
+        "serviceAccount.tokenExpirationSeconds",
+    ),
+    "role-binding-to-the-default-account": (
+        {"serviceAccount": {"create": False, "name": "default"}},
+        "serviceAccount.name",
+    ),
+    "break-glass-group-of-every-user": (
+        {"admissionPolicy": {"enabled": True, "breakGlassGroup": "system:authenticated"}},
+        "admissionPolicy.breakGlassGroup",
+    ),
     "etcd-quota-as-string": (
         {"checkpoint": {"store": {"etcdQuotaBytes": "2Gi"}}},
         "checkpoint.store.etcdQuotaBytes",

@@ -824,6 +824,43 @@ def cidrs_without_host_bits(values: Json) -> Json:
     return repaired
 
 
+# The chart's refusals of credentials in clear (_validate.tpl, checkSecrets), in Python's re.
+URL_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@")
+SECRET_NAME = re.compile(
+    r"(?i)(secret|passw(or)?d|token|credential|private_?key|api_?key|access_?key|session_?key)"
+)
+SECRET_VALUE = re.compile(
+    r"AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY|[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*:[^/?#\s]*@"
+    r"|\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,})"
+)
+
+
+def no_credentials_in_clear(values: Json) -> Json:
+    """The same document without what the templates refuse as credentials in clear: user
+    information in a collector URL (dropped from the URL), an extraEnv literal whose name or
+    value looks like a secret (the variable dropped), and a /0 egress CIDR without
+    networkPolicy.egress.allowAnyAddress (the acknowledgement set)."""
+    repaired = json.loads(json.dumps(values))
+    for collector in repaired.get("checkpoint", {}).get("collectors", []):
+        while URL_USERINFO.search(collector["url"]):
+            scheme, rest = collector["url"].split("://", 1)
+            authority_end = min([i for i in map(rest.find, "/?#") if i >= 0] or [len(rest)])
+            authority = rest[:authority_end]
+            collector["url"] = f"{scheme}://{authority.rsplit('@', 1)[1]}{rest[authority_end:]}"
+    if "extraEnv" in repaired:
+        repaired["extraEnv"] = [
+            variable
+            for variable in repaired["extraEnv"]
+            if "value" not in variable
+            or not (SECRET_NAME.search(variable["name"]) or SECRET_VALUE.search(variable["value"]))
+        ]
+    egress = repaired.get("networkPolicy", {}).get("egress", {})
+    holders = [egress.get("apiServer", {}), *egress.get("to", [])]
+    if any(cidr.endswith("/0") for holder in holders for cidr in holder.get("cidrs", [])):
+        egress["allowAnyAddress"] = True
+    return repaired
+
+
 def collector_namespace(collector: Json) -> str:
     """The collector's shard namespace: [<tailnet>/]flowlogs or [<tailnet>/]objectstore/<feed>."""
     parts = [collector["tailnet"]] if collector.get("tailnet") else []
@@ -896,10 +933,11 @@ def legacy_config_map_of_its_own(values: Json) -> Json:
 def renderable_values_documents(schema_path: Path) -> st.SearchStrategy[Json]:
     """Valid documents that also pass the templates' own cross-field checks (requests within
     limits, one collector per collector namespace, CIDRs without host bits, a legacy ConfigMap
-    that is not the release's own), and a Service name the gate accepts (HYG-20): relations
-    JSON Schema cannot express, which the chart refuses with a named error (the chart's own
-    tests cover those refusals). Each is a repair of the drawn document, not a filter: a filter
-    that refuses throws the whole document away and draws it again (one in eleven was)."""
+    that is not the release's own, no credentials in clear), and a Service name the gate
+    accepts (HYG-20): relations JSON Schema cannot express, which the chart refuses with a
+    named error (the chart's own tests cover those refusals). Each is a repair of the drawn
+    document, not a filter: a filter that refuses throws the whole document away and draws it
+    again (one in eleven was)."""
     return (
         values_documents(schema_path)
         .map(requests_at_most_limits)
@@ -907,4 +945,5 @@ def renderable_values_documents(schema_path: Path) -> st.SearchStrategy[Json]:
         .map(one_collector_per_namespace)
         .map(service_name_with_a_letter)
         .map(legacy_config_map_of_its_own)
+        .map(no_credentials_in_clear)
     )

@@ -6,6 +6,11 @@ namespace too: two releases of one name in two namespaces never share a policy.
 {{- printf "%s.%s" (include "checkpoint-runtime.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "." | trimSuffix "-" }}
 {{- end }}
 
+{{/* The policy reserving the store's names for its ServiceAccount (same namespace suffix). */}}
+{{- define "checkpoint-runtime.reservedPolicyName" -}}
+{{- printf "%s.reserved" (include "checkpoint-runtime.admissionPolicyName" .) }}
+{{- end }}
+
 {{/* The store's shard (head) names as a JSON list: one per configured collector, sorted. */}}
 {{- define "checkpoint-runtime.storeShardNames" -}}
 {{- $lease := include "checkpoint-runtime.leaseName" . }}

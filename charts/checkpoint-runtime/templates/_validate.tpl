@@ -58,10 +58,50 @@ the API server: an egress rule without destinations would allow every address in
 {{- end }}
 {{- range $index, $cidr := $policy.egress.apiServer.cidrs }}
 {{- include "checkpoint-runtime.checkCidr" (list (printf "networkPolicy.egress.apiServer.cidrs[%d]" $index) $cidr) }}
+{{- include "checkpoint-runtime.checkAnyAddress" (list (printf "networkPolicy.egress.apiServer.cidrs[%d]" $index) $cidr $policy.egress.allowAnyAddress) }}
 {{- end }}
 {{- range $entry, $destination := $policy.egress.to }}
 {{- range $index, $cidr := $destination.cidrs }}
 {{- include "checkpoint-runtime.checkCidr" (list (printf "networkPolicy.egress.to[%d].cidrs[%d]" $entry $index) $cidr) }}
+{{- include "checkpoint-runtime.checkAnyAddress" (list (printf "networkPolicy.egress.to[%d].cidrs[%d]" $entry $index) $cidr $policy.egress.allowAnyAddress) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A /0 CIDR (0.0.0.0/0, ::/0) in a restricted egress allows every address of its family: the
+restriction would restrict nothing. Only with networkPolicy.egress.allowAnyAddress, which says
+so on purpose. Call with (list "<values path>" <cidr> <allowAnyAddress>).
+*/}}
+{{- define "checkpoint-runtime.checkAnyAddress" -}}
+{{- $path := index . 0 }}
+{{- $cidr := index . 1 }}
+{{- if and (eq (index (splitList "/" $cidr) 1) "0") (not (index . 2)) }}
+{{- fail (printf "checkpoint-runtime: invalid values: %s: %s allows every address, which undoes the egress restriction; list the destinations' own ranges, or set networkPolicy.egress.allowAnyAddress: true to allow it on purpose" $path $cidr) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Credentials never go into the chart's values in clear: a collector URL is stored in the runtime's
+ConfigMap (readable by anyone who may read ConfigMaps in the namespace) and shown in the
+collectors' error messages, and an extraEnv value in the Deployment (readable by anyone who may
+read Deployments). Refused: user information in a collector URL (`scheme://user:secret@host`),
+and an extraEnv literal whose name or value looks like a secret. The messages name the key, never
+the value. Give credentials from a Secret: envFrom, or extraEnv with valueFrom.secretKeyRef.
+*/}}
+{{- define "checkpoint-runtime.checkSecrets" -}}
+{{- range $index, $collector := .Values.checkpoint.collectors }}
+{{- if regexMatch "^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@" (toString $collector.url) }}
+{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.collectors[%d].url carries user information (credentials before an @ in its host part), which would be stored in the runtime's ConfigMap and shown in error messages; give the credentials from a Secret (envFrom, or extraEnv with valueFrom.secretKeyRef) and drop them from the URL (the value is not repeated here)" $index) }}
+{{- end }}
+{{- end }}
+{{- range $index, $variable := .Values.extraEnv }}
+{{- if hasKey $variable "value" }}
+{{- $secretName := regexMatch "(?i)(secret|passw(or)?d|token|credential|private_?key|api_?key|access_?key|session_?key)" $variable.name }}
+{{- $secretValue := regexMatch "AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY|[A-Za-z][A-Za-z0-9+.-]*://[^/?#\\s]*:[^/?#\\s]*@|\\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,})" (toString $variable.value) }}
+{{- if or $secretName $secretValue }}
+{{- fail (printf "checkpoint-runtime: invalid values: extraEnv[%d] (%s): a literal value %s looks like a secret and would be stored in clear in the Deployment; read it from a Secret with valueFrom.secretKeyRef or envFrom (the value is not repeated here)" $index $variable.name (ternary "for a variable whose name" "that" $secretName)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

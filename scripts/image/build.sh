@@ -2,9 +2,12 @@
 # Builds the checkpoint-runtime container image offline, with no base image from a registry:
 #   1. a Debian bookworm root filesystem from Debian packages (mmdebstrap, minbase + the
 #      pinned python3 of rootfs-packages.txt), cached by its pins;
-#   2. a wheelhouse of the project and its runtime dependencies, built on this host (pip wheel);
-#   3. /opt/venv inside the root filesystem, installed from that wheelhouse only (--no-index),
-#      with all bytecode compiled now (the root filesystem is read-only at run time);
+#   2. a wheelhouse: the wheels of the runtime's dependencies as requirements[-EXTRAS].lock pins
+#      them (downloaded by pip, each checked against its SHA-256), and the project's wheel,
+#      built on this host by the pinned build backend;
+#   3. /opt/venv inside the root filesystem, installed from that wheelhouse only (--no-index,
+#      --no-deps, --require-hashes), with all bytecode compiled now (the root filesystem is
+#      read-only at run time);
 #   4. an image from scratch with buildah (user, entrypoint, env, port, labels as the
 #      Dockerfile's), exported as a docker-archive that `podman load` and
 #      `ctr -n k8s.io images import` accept.
@@ -12,7 +15,8 @@
 # hash of every input (sources, pyproject, Dockerfile, these scripts, the pins). Progress goes to
 # stderr; the LAST line of stdout is the absolute path of the archive.
 # Environment: EXTRAS (default: the Dockerfile's ARG EXTRAS; "" for local folders only),
-# PYTHON (the host's Python 3.11 for pip wheel; default python3.11).
+# PYTHON (the host's Python 3.11 with the pinned build backend; default: the project's .venv,
+# which scripts/just makes from scripts/setup/gate.lock).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -31,10 +35,11 @@ if ((${#missing[@]})); then
     exit 1
   }
 fi
-python=${PYTHON:-python3.11}
-if ! "$python" -c 'import sys, pip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-  log "$python is not a Python 3.11 with pip; the wheelhouse must match the image's Python 3.11." \
-    "Set PYTHON=/path/to/python3.11"
+python=${PYTHON:-$root/.venv/bin/python}
+if ! "$python" -c 'import sys, pip, hatchling; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+  log "$python is not a Python 3.11 with pip and the pinned build backend (hatchling); the" \
+    "wheelhouse must match the image's Python 3.11: run scripts/just setup-gate, or set" \
+    "PYTHON=/path/to/python3.11 with hatchling installed"
   exit 1
 fi
 
@@ -43,7 +48,12 @@ version=$(sed -n 's/^version = "\([^"]*\)"$/\1/p' "$root/pyproject.toml" | head 
 [[ -n $version ]] || { log "no version = \"...\" line in $root/pyproject.toml"; exit 1; }
 name=docker.io/library/checkpoint-runtime:$version
 extras=${EXTRAS-$(sed -n 's/^ARG EXTRAS=//p' "$root/Dockerfile")}
-requirement="$root${extras:+[$extras]}"
+# The wheelhouse's pins: scripts/setup/lock.sh (`just lock`) writes one lock per EXTRAS value.
+lock=$here/requirements${extras:+-$extras}.lock
+[[ -f $lock ]] || {
+  log "no lock for EXTRAS=$extras ($lock); the locks are $(cd "$here" && echo requirements*.lock)"
+  exit 1
+}
 
 # Every input of the image, by content: a change to any of them is a new key.
 inputs_hash() {
@@ -78,9 +88,20 @@ trap cleanup EXIT
 base_tar=$("$here/rootfs.sh" "$cache/base")
 
 # --- 2. the wheelhouse ------------------------------------------------------------------------
-log "building the wheelhouse of checkpoint-runtime${extras:+[$extras]} (pip wheel; downloads on the first run)"
-"$python" -m pip wheel --disable-pip-version-check --progress-bar off --wheel-dir "$work/wheels" \
-  "$requirement" >&2
+log "wheelhouse: the $(grep -c '^[A-Za-z0-9]' "$lock") wheels pinned by ${lock#"$root/"}, each checked" \
+  "against its SHA-256 (pip downloads them the first time), and checkpoint-runtime's own"
+"$python" -m pip download --disable-pip-version-check --progress-bar off --no-deps \
+  --only-binary :all: --require-hashes --dest "$work/wheels" -r "$lock" >&2
+"$python" -m pip wheel --disable-pip-version-check --no-deps --no-build-isolation --no-index \
+  --wheel-dir "$work/wheels" "$root" >&2
+wheel=$(cd "$work/wheels" && echo checkpoint_runtime-*.whl)
+[[ -f $work/wheels/$wheel ]] || { log "no checkpoint-runtime wheel in the wheelhouse"; exit 1; }
+# What the image's pip installs: every pin of the lock, and the project's wheel by its hash.
+{
+  cat "$lock"
+  echo "checkpoint-runtime${extras:+[$extras]}==$version \\"
+  echo "    --hash=sha256:$(sha256sum "$work/wheels/$wheel" | cut -d' ' -f1)"
+} >"$work/wheels/install.txt"
 log "wheelhouse: $(find "$work/wheels" -name '*.whl' | wc -l) wheels"
 
 # --- 3. /opt/venv in the root filesystem --------------------------------------------------------
@@ -93,7 +114,9 @@ in_rootfs() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 
 log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, from the wheelhouse)"
 in_rootfs python3 -m venv /opt/venv
 in_rootfs /opt/venv/bin/pip install --quiet --no-compile --no-index --find-links /tmp/wheels \
-  --no-cache-dir --disable-pip-version-check "checkpoint-runtime${extras:+[$extras]}" >&2
+  --no-cache-dir --disable-pip-version-check --no-deps --require-hashes \
+  -r /tmp/wheels/install.txt >&2
+in_rootfs /opt/venv/bin/pip check --disable-pip-version-check >&2
 log "compiling bytecode (the root filesystem is read-only at run time)"
 in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3 /opt/venv/lib >&2

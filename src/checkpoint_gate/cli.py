@@ -1,6 +1,7 @@
 """`checkpoint-runtime gate`: the render gate on your own values, for people and for CI.
 
     checkpoint-runtime gate -f my-values.yaml --set replicaCount=3 --junit-xml gate.xml
+    checkpoint-runtime gate -f my-values.yaml --format sarif > gate.sarif
 
 Values compose like `helm -f ... --set ...` (--set-json, --set, --set-string, --set-file are
 parsed by Helm's own code and applied in Helm's order). The chart is rendered (in-process Helm
@@ -10,7 +11,9 @@ startup check (what `checkpoint-runtime run` would refuse, named by its values k
 policies are evaluated. Every finding is printed with its rule and object; the exit status is 1
 when anything is denied, 2 for a named error (`error: <Name>: ...`: values that cannot be read
 or exceed the input bounds, a bad argument, a chart or helm binary that cannot be used).
-`--output -` prints the manifests the gate rendered (no separate helm needed).
+`--output -` prints the manifests the gate rendered (no separate helm needed). `--format NAME`
+prints the report on stdout in a format CI systems read (conftest's json, tap, table, junit,
+github; sarif for code scanning), the readable report going to stderr.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from checkpoint_gate.engine import POLICY_WASM, Level
+from checkpoint_gate.formats import FORMATS, FORMATTERS, TEXT, Document
 from checkpoint_gate.junit import write_junit_xml
 from checkpoint_gate.manifests import Json
 from checkpoint_gate.output import manifests_yaml
@@ -84,6 +88,13 @@ def register(subparsers: Any) -> None:
         help="also write the manifests the gate rendered (YAML, `# Source:` per object, as helm "
         "template prints them) to FILE; `-` prints them on stdout and the report on stderr",
     )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=TEXT,
+        help="the report on stdout: text (default), or for CI json, tap, table, junit, github "
+        "(workflow annotations) or sarif (code scanning); the text report then goes to stderr",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print denies and totals only")
     parser.set_defaults(func=run)
 
@@ -107,11 +118,28 @@ def value_documents(args: argparse.Namespace) -> list[tuple[str, Json]]:
     return [(" + ".join(names) or "defaults", load_values(args.values, sets))]
 
 
+def document_file(args: argparse.Namespace, name: str) -> str:
+    """The file a values document's findings point at: its last -f file (the one that
+    overrides), the shipped example of --matrix, else the chart's values.yaml; relative to the
+    working directory when under it."""
+    if args.matrix:
+        path = args.chart / "values.yaml" if name == "defaults" else CI_VALUES_DIR / name
+    else:
+        path = args.values[-1] if args.values else args.chart / "values.yaml"
+    absolute = Path(os.path.abspath(path))
+    cwd = Path.cwd()
+    return (absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else absolute).as_posix()
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before anything is read or rendered, what helm or the gate would only fail on
     later (or silently ignore)."""
     if args.matrix and (args.values or set_expressions(args)):
         raise UsageError("--matrix", "gates the shipped values documents; it takes no -f or --set")
+    if args.format != TEXT and args.output == "-":
+        raise UsageError(
+            "--format", f"{args.format} and --output - both print on stdout: use --output FILE"
+        )
     _check_release(args.release)
     if not DNS_LABEL.fullmatch(args.namespace):
         raise UsageError("--namespace", f"{quote(args.namespace, 60)} is not a DNS-1123 label")
@@ -170,8 +198,8 @@ def run(args: argparse.Namespace) -> int:
         raise ChartError(f"{args.chart}: cannot load the chart or the policies: {reason}") from None
     results: list[tuple[str, GateResult]] = []
     stdout = sys.stdout
-    # With the manifests on stdout, the report goes to stderr.
-    to_stderr = args.output == "-"
+    # With the manifests or a CI format on stdout, the text report goes to stderr.
+    to_stderr = args.output == "-" or args.format != TEXT
     with contextlib.redirect_stdout(sys.stderr) if to_stderr else contextlib.nullcontext():
         for name, values in documents:
             result = gate.run(values, release=args.release, namespace=args.namespace)
@@ -187,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
             write_manifests(args.output, results, stdout)
         failed = [name for name, result in results if result.denied]
         print(f"gate: {len(results) - len(failed)} of {len(results)} values documents pass")
+    if args.format != TEXT:
+        report = [Document(name, document_file(args, name), r) for name, r in results]
+        stdout.write(FORMATTERS[args.format](report))
+        stdout.flush()
     return ExitCode.FINDING if failed else ExitCode.OK
 
 

@@ -52,6 +52,14 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="values files gated one by one, each over the -f files and --set (as a pre-commit "
+        "hook passes the changed files); without any, the -f files and --set are one document",
+    )
     parser.add_argument("-f", "--values", action="append", type=Path, default=[], metavar="FILE")
     for kind in SET_KINDS:
         parser.add_argument(
@@ -107,25 +115,34 @@ def set_expressions(args: argparse.Namespace) -> list[SetExpression]:
     ]
 
 
-def value_documents(args: argparse.Namespace) -> list[tuple[str, Json]]:
+def value_documents(args: argparse.Namespace) -> list[tuple[str, Path, Json]]:
+    """(name, the file its findings point at, values) of every values document to gate: the
+    defaults and the shipped examples with --matrix; each FILE argument over the -f files and
+    --set; else the -f files and --set together (the last -f file is the one that overrides)."""
     sets = set_expressions(args)
+    defaults = args.chart / "values.yaml"
     if args.matrix:
-        documents: list[tuple[str, Json]] = [("defaults", {})]
+        documents: list[tuple[str, Path, Json]] = [("defaults", defaults, {})]
         for path in sorted(CI_VALUES_DIR.glob("*-values.yaml")):
-            documents.append((path.name, load_values([path])))
+            documents.append((path.name, path, load_values([path])))
         return documents
-    names = [path.name for path in args.values] + [f"--{s.kind} {quote(s.text, 60)}" for s in sets]
-    return [(" + ".join(names) or "defaults", load_values(args.values, sets))]
+    bases = [path.name for path in args.values]
+    set_names = [f"--{s.kind} {quote(s.text, 60)}" for s in sets]
+    if args.files:
+        return [
+            (
+                " + ".join([*bases, str(file), *set_names]),
+                file,
+                load_values([*args.values, file], sets),
+            )
+            for file in args.files
+        ]
+    file = args.values[-1] if args.values else defaults
+    return [(" + ".join(bases + set_names) or "defaults", file, load_values(args.values, sets))]
 
 
-def document_file(args: argparse.Namespace, name: str) -> str:
-    """The file a values document's findings point at: its last -f file (the one that
-    overrides), the shipped example of --matrix, else the chart's values.yaml; relative to the
-    working directory when under it."""
-    if args.matrix:
-        path = args.chart / "values.yaml" if name == "defaults" else CI_VALUES_DIR / name
-    else:
-        path = args.values[-1] if args.values else args.chart / "values.yaml"
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when under it (as a CI annotation wants it)."""
     absolute = Path(os.path.abspath(path))
     cwd = Path.cwd()
     return (absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else absolute).as_posix()
@@ -134,8 +151,10 @@ def document_file(args: argparse.Namespace, name: str) -> str:
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before anything is read or rendered, what helm or the gate would only fail on
     later (or silently ignore)."""
-    if args.matrix and (args.values or set_expressions(args)):
-        raise UsageError("--matrix", "gates the shipped values documents; it takes no -f or --set")
+    if args.matrix and (args.values or args.files or set_expressions(args)):
+        raise UsageError(
+            "--matrix", "gates the shipped values documents; it takes no FILE, -f or --set"
+        )
     if args.format != TEXT and args.output == "-":
         raise UsageError(
             "--format", f"{args.format} and --output - both print on stdout: use --output FILE"
@@ -201,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     # With the manifests or a CI format on stdout, the text report goes to stderr.
     to_stderr = args.output == "-" or args.format != TEXT
     with contextlib.redirect_stdout(sys.stderr) if to_stderr else contextlib.nullcontext():
-        for name, values in documents:
+        for name, _, values in documents:
             result = gate.run(values, release=args.release, namespace=args.namespace)
             results.append((name, result))
             print_result(name, result, args)
@@ -216,7 +235,10 @@ def run(args: argparse.Namespace) -> int:
         failed = [name for name, result in results if result.denied]
         print(f"gate: {len(results) - len(failed)} of {len(results)} values documents pass")
     if args.format != TEXT:
-        report = [Document(name, document_file(args, name), r) for name, r in results]
+        report = [
+            Document(name, display_path(file), result)
+            for (name, result), (_, file, _) in zip(results, documents, strict=True)
+        ]
         stdout.write(FORMATTERS[args.format](report))
         stdout.flush()
     return ExitCode.FINDING if failed else ExitCode.OK

@@ -217,3 +217,19 @@ def test_an_unknown_format_is_refused_by_the_parser(capsys: pytest.CaptureFixtur
     assert out == ""
     assert err.startswith("error: UsageError: checkpoint-runtime gate: ")
     assert "Traceback" not in err
+
+
+def test_each_file_argument_is_its_own_document_over_the_f_files(
+    values: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("base.yaml").write_text("replicaCount: 2\n", encoding="utf-8")
+    Path("ok-values.yaml").write_text("podDisruptionBudget:\n  enabled: true\n", encoding="utf-8")
+    code, out, err = gate(capsys, "-f", "base.yaml", values, "ok-values.yaml", "--format", "json")
+    assert code == 1
+    results = json.loads(out)
+    assert [r["filename"] for r in results[::5]] == [values, "ok-values.yaml"]
+    assert "== base.yaml + ok-values.yaml " in err
+    assert "gate: 1 of 2 values documents pass" in err
+    code, _, err = gate(capsys, "--matrix", values)
+    assert code == 2
+    assert err.startswith("error: UsageError: --matrix: ")

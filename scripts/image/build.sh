@@ -8,9 +8,13 @@
 #   3. /opt/venv inside the root filesystem, installed from that wheelhouse only (--no-index,
 #      --no-deps, --require-hashes), with all bytecode compiled now (the root filesystem is
 #      read-only at run time);
-#   4. an image from scratch with buildah (user, entrypoint, env, port, labels as the
-#      Dockerfile's), exported as a docker-archive that `podman load` and
+#   4. an image from scratch with buildah (user, entrypoint, env, port as the Dockerfile's;
+#      the OCI labels of labels.py), exported as a docker-archive that `podman load` and
 #      `ctr -n k8s.io images import` accept.
+# No file of the image keeps a setuid or setgid bit. SOURCE_DATE_EPOCH (default: the time of
+# the newest commit that changed an input of the image) is the time of every file in the root
+# filesystem's tarball and in the image's layer, and the image's creation time; the wheel's
+# build backend and mmdebstrap take it too (rootfs.sh).
 # Idempotent: the archive is cached under ~/.cache/checkpoint-runtime/image/<key>/, the key a
 # hash of every input (sources, pyproject, Dockerfile, these scripts, the pins). Progress goes to
 # stderr; the LAST line of stdout is the absolute path of the archive.
@@ -55,12 +59,27 @@ lock=$here/requirements${extras:+-$extras}.lock
   exit 1
 }
 
+# The image's inputs. Their revision: the newest commit that changed one of them (with -dirty
+# when the tree changes them since), and its commit time, unless SOURCE_DATE_EPOCH is set.
+input_paths=(pyproject.toml README.md Dockerfile src schemas charts policy ci scripts/image)
+revision="" commit_time=""
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  revision=$(git -C "$root" log -1 --format=%H -- "${input_paths[@]}")
+  commit_time=$(git -C "$root" log -1 --format=%ct -- "${input_paths[@]}")
+  if [[ -n $(git -C "$root" status --porcelain -- "${input_paths[@]}") ]]; then
+    revision+=-dirty
+  fi
+fi
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-${commit_time:-0}}
+labels_text=$("$python" "$here/labels.py" "$revision")
+mapfile -t labels <<<"$labels_text"
+
 # Every input of the image, by content: a change to any of them is a new key.
 inputs_hash() {
-  (cd "$root" && find pyproject.toml README.md Dockerfile src schemas charts policy ci \
-    scripts/image -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 |
-    sort -z | xargs -0 sha256sum)
-  echo "extras=$extras version=$version"
+  (cd "$root" && find "${input_paths[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+    ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum)
+  echo "extras=$extras version=$version SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
+  printf 'label %s\n' "${labels[@]}"
 }
 inputs=$(inputs_hash)
 key=$(sha256sum <<<"$inputs" | cut -c1-16)
@@ -122,7 +141,19 @@ in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3 /opt/venv/lib >&2
 rm -rf "$rootfs/tmp/wheels"
 chmod 1777 "$rootfs/tmp"
-tar --numeric-owner -C "$rootfs" -cf "$work/rootfs.tar" .
+# No setuid or setgid file or folder: the runtime never changes its user (the chart's pod also
+# forbids privilege escalation), so su, mount, passwd, unix_chkpwd... keep only their x bits.
+mapfile -d '' privileged < <(find "$rootfs" -xdev \( -type f -o -type d \) -perm /6000 -print0)
+if ((${#privileged[@]})); then
+  log "removing the setuid/setgid bits of ${#privileged[@]} files: $(printf '%s\n' \
+    "${privileged[@]#"$rootfs"}" | sort | tr '\n' ' ')"
+  chmod ug-s "${privileged[@]}"
+fi
+# The same bytes for the same files: sorted, one owner, every time clamped to SOURCE_DATE_EPOCH.
+tar --numeric-owner --sort=name --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime \
+  --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+  -C "$rootfs" -cf "$work/rootfs.tar" .
+rootfs_sha256=$(sha256sum "$work/rootfs.tar" | cut -d' ' -f1)
 unpacked=$(du -sb "$rootfs" | cut -f1)
 rm -rf "$rootfs"
 
@@ -143,20 +174,18 @@ rm "$work/rootfs.tar"
   --env PYTHONDONTWRITEBYTECODE=1 \
   --env PYTHONUNBUFFERED=1 \
   --env HOME=/tmp \
-  --label org.opencontainers.image.title=checkpoint-runtime \
-  --label "org.opencontainers.image.description=Collector runtime with sharded gzip ConfigMap checkpoints" \
-  --label org.opencontainers.image.licenses=Apache-2.0 \
-  --label "org.opencontainers.image.version=$version" \
+  "${labels[@]/#/--label=}" \
   "$container"
-"${b[@]}" commit --quiet --format oci "$container" "$name" >/dev/null
+image_id=$("${b[@]}" commit --quiet --format oci --timestamp "$SOURCE_DATE_EPOCH" "$container" "$name")
 mkdir -p "$out"
 rm -f "$archive"
 "${b[@]}" push --quiet "$name" "docker-archive:$archive:$name" >&2
 "${b[@]}" rm "$container" >/dev/null
 
 seconds=$((SECONDS - started))
-printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %s, "build_seconds": %s}\n' \
-  "$name" "$extras" "$unpacked" "$(stat -c %s "$archive")" "$seconds" >"$out/info.json"
+printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %s, "build_seconds": %s, "rootfs_sha256": "%s", "image_id": "%s", "revision": "%s", "source_date_epoch": %s}\n' \
+  "$name" "$extras" "$unpacked" "$(stat -c %s "$archive")" "$seconds" "$rootfs_sha256" \
+  "$image_id" "$revision" "$SOURCE_DATE_EPOCH" >"$out/info.json"
 echo "$inputs" >"$out/inputs.txt" # what the key covers, to tell why a build was not cached
 touch "$out/complete"
 log "built $name in ${seconds}s: $((unpacked / 1000000)) MB unpacked ($archive)"

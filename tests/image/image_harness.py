@@ -67,6 +67,20 @@ def archive_config(archive: Path) -> dict[str, Any]:
     return config
 
 
+def archive_entries(archive: Path) -> list[tarfile.TarInfo]:
+    """Every entry (path, mode, owner, time) of the image's layers in the archive, in order."""
+    with tarfile.open(archive) as tar:
+        (entry,) = _json_member(tar, "manifest.json")
+        found: list[tarfile.TarInfo] = []
+        for layer in entry["Layers"]:
+            member = tar.extractfile(layer)
+            if member is None:
+                raise ImageError(f"{layer} is not a file in the archive")
+            with tarfile.open(fileobj=member, mode="r|*") as contents:
+                found.extend(contents)
+    return found
+
+
 def _json_member(tar: tarfile.TarFile, name: str) -> Any:
     member = tar.extractfile(name)
     if member is None:

@@ -137,7 +137,9 @@ in_rootfs /opt/venv/bin/pip install --quiet --no-compile --no-index --find-links
   -r /tmp/wheels/install.txt >&2
 in_rootfs /opt/venv/bin/pip check --disable-pip-version-check >&2
 log "compiling bytecode (the root filesystem is read-only at run time)"
-in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
+# -f: also the bytecode `python3 -m venv` wrote for pip and setuptools, which records the
+# files' install times; unchecked-hash bytecode records none and needs no file time to match.
+in_rootfs python3 -m compileall -q -f -j0 --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3 /opt/venv/lib >&2
 rm -rf "$rootfs/tmp/wheels"
 chmod 1777 "$rootfs/tmp"
@@ -145,7 +147,7 @@ chmod 1777 "$rootfs/tmp"
 # forbids privilege escalation), so su, mount, passwd, unix_chkpwd... keep only their x bits.
 mapfile -d '' privileged < <(find "$rootfs" -xdev \( -type f -o -type d \) -perm /6000 -print0)
 if ((${#privileged[@]})); then
-  log "removing the setuid/setgid bits of ${#privileged[@]} files: $(printf '%s\n' \
+  log "removing the setuid/setgid bits of ${#privileged[@]} files and folders: $(printf '%s\n' \
     "${privileged[@]#"$rootfs"}" | sort | tr '\n' ' ')"
   chmod ug-s "${privileged[@]}"
 fi

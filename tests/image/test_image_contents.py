@@ -29,7 +29,7 @@ def build_info(archive: Path) -> dict[str, object]:
 
 
 def test_no_file_or_folder_of_the_image_is_setuid_or_setgid(image_archive: Path) -> None:
-    entries = archive_entries(image_archive)
+    entries = [entry for entry, _ in archive_entries(image_archive)]
     assert len(entries) > 10_000  # the whole root filesystem was read
     privileged = sorted(f"{e.name} {e.mode & 0o7777:o}" for e in entries if e.mode & 0o6000)
     assert privileged == []
@@ -64,5 +64,20 @@ def test_the_image_and_its_files_are_dated_source_date_epoch(image_archive: Path
     config = archive_config(image_archive)
     created = datetime.fromisoformat(config["created"].replace("Z", "+00:00"))
     assert created == datetime.fromtimestamp(epoch, UTC)
-    newest = max(entry.mtime for entry in archive_entries(image_archive))
+    newest = max(entry.mtime for entry, _ in archive_entries(image_archive))
     assert newest <= epoch  # nothing carries the time of the build
+
+
+def test_all_bytecode_records_no_time_and_is_never_checked_against_its_source(
+    image_archive: Path,
+) -> None:
+    """Unchecked-hash bytecode (PEP 552 flags 0b01) throughout: a timestamp header (what
+    `python3 -m venv` writes for pip and setuptools) would record the install time, and would
+    not match the source files' times in the layer, so Python would recompile it at every start
+    on the read-only root filesystem."""
+    heads = {
+        entry.name: head for entry, head in archive_entries(image_archive, read=".pyc") if head
+    }
+    assert len(heads) > 3000
+    flags = {name: int.from_bytes(head[4:8], "little") for name, head in heads.items()}
+    assert sorted(name for name, flag in flags.items() if flag != 0b01)[:10] == []

@@ -140,7 +140,7 @@ log "compiling bytecode (the root filesystem is read-only at run time)"
 # -f: also the bytecode `python3 -m venv` wrote for pip and setuptools, which records the
 # files' install times; unchecked-hash bytecode records none and needs no file time to match.
 in_rootfs python3 -m compileall -q -f -j0 --invalidation-mode unchecked-hash \
-  /usr/lib/python3.11 /usr/lib/python3 /opt/venv/lib >&2
+  /usr/lib/python3.11 /usr/lib/python3 /usr/share/python3 /opt/venv/lib >&2
 rm -rf "$rootfs/tmp/wheels"
 chmod 1777 "$rootfs/tmp"
 # No setuid or setgid file or folder: the runtime never changes its user (the chart's pod also

@@ -233,3 +233,21 @@ def test_each_file_argument_is_its_own_document_over_the_f_files(
     code, _, err = gate(capsys, "--matrix", values)
     assert code == 2
     assert err.startswith("error: UsageError: --matrix: ")
+
+
+@pytest.mark.parametrize(
+    ("argument", "error"),
+    [
+        ("/dev/zero", "InputLimitError"),
+        ("{dir}", "ValuesFileError"),
+        ("{dir}/none", "ValuesFileError"),
+    ],
+)
+def test_a_file_argument_that_is_not_a_values_file_is_a_named_error(
+    argument: str, error: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = gate(capsys, "--format", "sarif", argument.format(dir=tmp_path))
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"error: {error}: ")
+    assert "Traceback" not in err

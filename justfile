@@ -12,49 +12,20 @@ chart := "charts/checkpoint-runtime"
 default:
     @"{{ just_executable() }}" --justfile "{{ justfile() }}" --list
 
-# create .venv and install the package with its dev tools (idempotent)
+# create .venv and install the package with its dev tools, every package from scripts/setup/dev.lock by its hash (idempotent)
 [group('setup')]
 setup:
-    #!/usr/bin/env bash
-    set -euo pipefail
-    [[ -x {{ py }} ]] || python3.11 -m venv {{ venv }}
-    stamp={{ venv }}/.installed
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-      echo "setup: installing checkpoint-runtime (editable) with the gate and dev tools into" \
-        "{{ venv }}; pip downloads ~60 packages, a few minutes the first time" >&2
-      {{ bin }}/pip install --disable-pip-version-check -e '.[dev]' >&2
-      echo "$want" > "$stamp"
-      echo "setup: done" >&2
-    fi
+    scripts/setup/install.sh {{ venv }} dev
 
-# install the package (editable) with only its gate extra into .venv (no dev tools, no Go builds): what gate and render need; nothing to do after setup, which includes it (idempotent)
+# install the package (editable) with only its gate extra into .venv from scripts/setup/gate.lock (no dev tools, no Go builds): what gate and render need; nothing to do after setup, which includes it (idempotent)
 [group('setup')]
 setup-gate:
-    #!/usr/bin/env bash
-    set -euo pipefail
-    [[ -e {{ venv }} ]] || scripts/setup/venv.sh {{ venv }}
-    dev=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    want=$(cat pyproject.toml scripts/setup/gate.lock | sha256sum | cut -d' ' -f1)
-    [[ -f {{ venv }}/.installed && $(cat {{ venv }}/.installed) == "$dev" ]] && exit 0
-    [[ -f {{ venv }}/.installed-gate && $(cat {{ venv }}/.installed-gate) == "$want" ]] && exit 0
-    echo "setup-gate: installing checkpoint-runtime (editable) with its gate extra into {{ venv }}" >&2
-    pip=({{ py }} -m pip install --disable-pip-version-check --no-compile)
-    if [[ -f {{ venv }}/.installed ]]; then  # the dev install of an older pyproject.toml
-      "${pip[@]}" -e '.[gate]' >&2
-    else
-      # Every pin is in gate.lock (no resolving: --no-deps); scripts/setup/venv.sh installed
-      # them already unless the lock changed since. The pinned build backend builds the
-      # editable install without an isolated build environment, offline.
-      lock=$(grep -v '^#' scripts/setup/gate.lock | sha256sum | cut -d' ' -f1)
-      if [[ ! -f {{ venv }}/.lock-installed || $(cat {{ venv }}/.lock-installed) != "$lock" ]]; then
-        "${pip[@]}" --no-deps --only-binary :all: -r scripts/setup/gate.lock >&2
-        echo "$lock" > {{ venv }}/.lock-installed
-      fi
-      "${pip[@]}" --no-deps --no-build-isolation --no-index -e . >&2
-    fi
-    echo "$want" > {{ venv }}/.installed-gate
-    echo "setup-gate: done" >&2
+    scripts/setup/install.sh {{ venv }} gate
+
+# rewrite every Python lock (dev, gate, image wheelhouse, scanners) with the pinned uv, pins and SHA-256 hashes, current pins kept; ARGS go to uv pip compile (e.g. --upgrade-package NAME)
+[group('setup')]
+lock *ARGS: setup
+    scripts/setup/lock.sh {{ ARGS }}
 
 # install the pinned Debian packages the image build and the test node need (idempotent)
 [group('setup')]

@@ -2,17 +2,25 @@
 # Builds the checkpoint-runtime container image offline, with no base image from a registry:
 #   1. a Debian bookworm root filesystem from Debian packages (mmdebstrap, minbase + the
 #      pinned python3 of rootfs-packages.txt), cached by its pins;
-#   2. a wheelhouse of the project and its runtime dependencies, built on this host (pip wheel);
-#   3. /opt/venv inside the root filesystem, installed from that wheelhouse only (--no-index),
-#      with all bytecode compiled now (the root filesystem is read-only at run time);
-#   4. an image from scratch with buildah (user, entrypoint, env, port, labels as the
-#      Dockerfile's), exported as a docker-archive that `podman load` and
+#   2. a wheelhouse: the wheels of the runtime's dependencies as requirements[-EXTRAS].lock pins
+#      them (downloaded by pip, each checked against its SHA-256), and the project's wheel,
+#      built on this host by the pinned build backend;
+#   3. /opt/venv inside the root filesystem, installed from that wheelhouse only (--no-index,
+#      --no-deps, --require-hashes), with all bytecode compiled now (the root filesystem is
+#      read-only at run time);
+#   4. an image from scratch with buildah (user, entrypoint, env, port as the Dockerfile's;
+#      the OCI labels of labels.py), exported as a docker-archive that `podman load` and
 #      `ctr -n k8s.io images import` accept.
+# No file of the image keeps a setuid or setgid bit. SOURCE_DATE_EPOCH (default: the time of
+# the newest commit that changed an input of the image) is the time of every file in the root
+# filesystem's tarball and in the image's layer, and the image's creation time; the wheel's
+# build backend and mmdebstrap take it too (rootfs.sh).
 # Idempotent: the archive is cached under ~/.cache/checkpoint-runtime/image/<key>/, the key a
 # hash of every input (sources, pyproject, Dockerfile, these scripts, the pins). Progress goes to
 # stderr; the LAST line of stdout is the absolute path of the archive.
 # Environment: EXTRAS (default: the Dockerfile's ARG EXTRAS; "" for local folders only),
-# PYTHON (the host's Python 3.11 for pip wheel; default python3.11).
+# PYTHON (the host's Python 3.11 with the pinned build backend; default: the project's .venv,
+# which scripts/just makes from scripts/setup/gate.lock).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -31,10 +39,11 @@ if ((${#missing[@]})); then
     exit 1
   }
 fi
-python=${PYTHON:-python3.11}
-if ! "$python" -c 'import sys, pip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-  log "$python is not a Python 3.11 with pip; the wheelhouse must match the image's Python 3.11." \
-    "Set PYTHON=/path/to/python3.11"
+python=${PYTHON:-$root/.venv/bin/python}
+if ! "$python" -c 'import sys, pip, hatchling; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+  log "$python is not a Python 3.11 with pip and the pinned build backend (hatchling); the" \
+    "wheelhouse must match the image's Python 3.11: run scripts/just setup-gate, or set" \
+    "PYTHON=/path/to/python3.11 with hatchling installed"
   exit 1
 fi
 
@@ -43,14 +52,34 @@ version=$(sed -n 's/^version = "\([^"]*\)"$/\1/p' "$root/pyproject.toml" | head 
 [[ -n $version ]] || { log "no version = \"...\" line in $root/pyproject.toml"; exit 1; }
 name=docker.io/library/checkpoint-runtime:$version
 extras=${EXTRAS-$(sed -n 's/^ARG EXTRAS=//p' "$root/Dockerfile")}
-requirement="$root${extras:+[$extras]}"
+# The wheelhouse's pins: scripts/setup/lock.sh (`just lock`) writes one lock per EXTRAS value.
+lock=$here/requirements${extras:+-$extras}.lock
+[[ -f $lock ]] || {
+  log "no lock for EXTRAS=$extras ($lock); the locks are $(cd "$here" && echo requirements*.lock)"
+  exit 1
+}
+
+# The image's inputs. Their revision: the newest commit that changed one of them (with -dirty
+# when the tree changes them since), and its commit time, unless SOURCE_DATE_EPOCH is set.
+input_paths=(pyproject.toml README.md Dockerfile src schemas charts policy ci scripts/image)
+revision="" commit_time=""
+if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  revision=$(git -C "$root" log -1 --format=%H -- "${input_paths[@]}")
+  commit_time=$(git -C "$root" log -1 --format=%ct -- "${input_paths[@]}")
+  if [[ -n $(git -C "$root" status --porcelain -- "${input_paths[@]}") ]]; then
+    revision+=-dirty
+  fi
+fi
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-${commit_time:-0}}
+labels_text=$("$python" "$here/labels.py" "$revision")
+mapfile -t labels <<<"$labels_text"
 
 # Every input of the image, by content: a change to any of them is a new key.
 inputs_hash() {
-  (cd "$root" && find pyproject.toml README.md Dockerfile src schemas charts policy ci \
-    scripts/image -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 |
-    sort -z | xargs -0 sha256sum)
-  echo "extras=$extras version=$version"
+  (cd "$root" && find "${input_paths[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+    ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum)
+  echo "extras=$extras version=$version SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
+  printf 'label %s\n' "${labels[@]}"
 }
 inputs=$(inputs_hash)
 key=$(sha256sum <<<"$inputs" | cut -c1-16)
@@ -78,9 +107,20 @@ trap cleanup EXIT
 base_tar=$("$here/rootfs.sh" "$cache/base")
 
 # --- 2. the wheelhouse ------------------------------------------------------------------------
-log "building the wheelhouse of checkpoint-runtime${extras:+[$extras]} (pip wheel; downloads on the first run)"
-"$python" -m pip wheel --disable-pip-version-check --progress-bar off --wheel-dir "$work/wheels" \
-  "$requirement" >&2
+log "wheelhouse: the $(grep -c '^[A-Za-z0-9]' "$lock") wheels pinned by ${lock#"$root/"}, each checked" \
+  "against its SHA-256 (pip downloads them the first time), and checkpoint-runtime's own"
+"$python" -m pip download --disable-pip-version-check --progress-bar off --no-deps \
+  --only-binary :all: --require-hashes --dest "$work/wheels" -r "$lock" >&2
+"$python" -m pip wheel --disable-pip-version-check --no-deps --no-build-isolation --no-index \
+  --wheel-dir "$work/wheels" "$root" >&2
+wheel=$(cd "$work/wheels" && echo checkpoint_runtime-*.whl)
+[[ -f $work/wheels/$wheel ]] || { log "no checkpoint-runtime wheel in the wheelhouse"; exit 1; }
+# What the image's pip installs: every pin of the lock, and the project's wheel by its hash.
+{
+  cat "$lock"
+  echo "checkpoint-runtime${extras:+[$extras]}==$version \\"
+  echo "    --hash=sha256:$(sha256sum "$work/wheels/$wheel" | cut -d' ' -f1)"
+} >"$work/wheels/install.txt"
 log "wheelhouse: $(find "$work/wheels" -name '*.whl' | wc -l) wheels"
 
 # --- 3. /opt/venv in the root filesystem --------------------------------------------------------
@@ -93,13 +133,29 @@ in_rootfs() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 
 log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, from the wheelhouse)"
 in_rootfs python3 -m venv /opt/venv
 in_rootfs /opt/venv/bin/pip install --quiet --no-compile --no-index --find-links /tmp/wheels \
-  --no-cache-dir --disable-pip-version-check "checkpoint-runtime${extras:+[$extras]}" >&2
+  --no-cache-dir --disable-pip-version-check --no-deps --require-hashes \
+  -r /tmp/wheels/install.txt >&2
+in_rootfs /opt/venv/bin/pip check --disable-pip-version-check >&2
 log "compiling bytecode (the root filesystem is read-only at run time)"
-in_rootfs python3 -m compileall -q -j0 --invalidation-mode unchecked-hash \
-  /usr/lib/python3.11 /usr/lib/python3 /opt/venv/lib >&2
+# -f: also the bytecode `python3 -m venv` wrote for pip and setuptools, which records the
+# files' install times; unchecked-hash bytecode records none and needs no file time to match.
+in_rootfs python3 -m compileall -q -f -j0 --invalidation-mode unchecked-hash \
+  /usr/lib/python3.11 /usr/lib/python3 /usr/share/python3 /opt/venv/lib >&2
 rm -rf "$rootfs/tmp/wheels"
 chmod 1777 "$rootfs/tmp"
-tar --numeric-owner -C "$rootfs" -cf "$work/rootfs.tar" .
+# No setuid or setgid file or folder: the runtime never changes its user (the chart's pod also
+# forbids privilege escalation), so su, mount, passwd, unix_chkpwd... keep only their x bits.
+mapfile -d '' privileged < <(find "$rootfs" -xdev \( -type f -o -type d \) -perm /6000 -print0)
+if ((${#privileged[@]})); then
+  log "removing the setuid/setgid bits of ${#privileged[@]} files and folders: $(printf '%s\n' \
+    "${privileged[@]#"$rootfs"}" | sort | tr '\n' ' ')"
+  chmod ug-s "${privileged[@]}"
+fi
+# The same bytes for the same files: sorted, one owner, every time clamped to SOURCE_DATE_EPOCH.
+tar --numeric-owner --sort=name --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime \
+  --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+  -C "$rootfs" -cf "$work/rootfs.tar" .
+rootfs_sha256=$(sha256sum "$work/rootfs.tar" | cut -d' ' -f1)
 unpacked=$(du -sb "$rootfs" | cut -f1)
 rm -rf "$rootfs"
 
@@ -120,20 +176,18 @@ rm "$work/rootfs.tar"
   --env PYTHONDONTWRITEBYTECODE=1 \
   --env PYTHONUNBUFFERED=1 \
   --env HOME=/tmp \
-  --label org.opencontainers.image.title=checkpoint-runtime \
-  --label "org.opencontainers.image.description=Collector runtime with sharded gzip ConfigMap checkpoints" \
-  --label org.opencontainers.image.licenses=Apache-2.0 \
-  --label "org.opencontainers.image.version=$version" \
+  "${labels[@]/#/--label=}" \
   "$container"
-"${b[@]}" commit --quiet --format oci "$container" "$name" >/dev/null
+image_id=$("${b[@]}" commit --quiet --format oci --timestamp "$SOURCE_DATE_EPOCH" "$container" "$name")
 mkdir -p "$out"
 rm -f "$archive"
 "${b[@]}" push --quiet "$name" "docker-archive:$archive:$name" >&2
 "${b[@]}" rm "$container" >/dev/null
 
 seconds=$((SECONDS - started))
-printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %s, "build_seconds": %s}\n' \
-  "$name" "$extras" "$unpacked" "$(stat -c %s "$archive")" "$seconds" >"$out/info.json"
+printf '{"image": "%s", "extras": "%s", "unpacked_bytes": %s, "archive_bytes": %s, "build_seconds": %s, "rootfs_sha256": "%s", "image_id": "%s", "revision": "%s", "source_date_epoch": %s}\n' \
+  "$name" "$extras" "$unpacked" "$(stat -c %s "$archive")" "$seconds" "$rootfs_sha256" \
+  "$image_id" "$revision" "$SOURCE_DATE_EPOCH" >"$out/info.json"
 echo "$inputs" >"$out/inputs.txt" # what the key covers, to tell why a build was not cached
 touch "$out/complete"
 log "built $name in ${seconds}s: $((unpacked / 1000000)) MB unpacked ($archive)"

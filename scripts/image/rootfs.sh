@@ -2,7 +2,8 @@
 # The image's Debian bookworm root filesystem as a tarball: mmdebstrap --variant=minbase plus the
 # pinned packages of rootfs-packages.txt, from this host's Debian apt sources, without docs, man
 # pages, info pages or locales (copyright files stay). Cached under CACHE_DIR/<key>/ by a hash of
-# the pins, the sources and this script; prints the tarball's path. Usage: rootfs.sh CACHE_DIR
+# the pins, the sources, this script and SOURCE_DATE_EPOCH; prints the tarball's path.
+# Usage: rootfs.sh CACHE_DIR
 # Called by build.sh, which holds the image lock.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,7 +17,12 @@ sources=${DEBIAN_SOURCES:-/etc/apt/sources.list.d/debian.sources}
   exit 1
 }
 mapfile -t pins < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$here/rootfs-packages.txt" | grep -v '^$')
-key=$(cat "$here/rootfs-packages.txt" "$sources" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
+# mmdebstrap's SOURCE_DATE_EPOCH (the time of its files and logs, its reproducible mode): the
+# newest commit that changed the pins or this script, else the caller's.
+epoch=$(git -C "$here" log -1 --format=%ct -- rootfs.sh rootfs-packages.txt 2>/dev/null || true)
+export SOURCE_DATE_EPOCH=${epoch:-${SOURCE_DATE_EPOCH:-0}}
+key=$({ cat "$here/rootfs-packages.txt" "$sources" "${BASH_SOURCE[0]}"; echo "$SOURCE_DATE_EPOCH"; } |
+  sha256sum | cut -c1-16)
 tarball=$cache/$key/rootfs.tar
 if [[ -f $tarball ]]; then
   log "Debian root filesystem cached ($tarball)"

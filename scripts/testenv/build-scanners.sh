@@ -12,7 +12,7 @@ mod="$here/scanners"
 source "$here/cache.sh"
 
 # The pins live in scanners/ (one home); read them for the folder name.
-checkov_version=$(sed -n 's/^checkov==//p' "$mod/requirements.txt")
+checkov_version=$(sed -n 's/^checkov==\([^ ]*\).*/\1/p' "$mod/requirements.txt")
 kube_score_version=$(go_pin "$mod/go.mod" github.com/zegl/kube-score)
 [[ -n $checkov_version && -n $kube_score_version ]] \
   || { echo "scanners: no checkov pin in $mod/requirements.txt or kube-score pin in $mod/go.mod" >&2; exit 1; }
@@ -28,7 +28,7 @@ cache_begin --clean  # a virtualenv is rebuilt whole, never over an old one
 echo "scanners: installing checkov $checkov_version and its ~95 pinned dependencies into" \
   "$out/venv (~1-2 min the first time)" >&2
 "$python" -m venv "$out/venv"
-"$out/venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
+"$out/venv/bin/pip" install --quiet --disable-pip-version-check --no-input --require-hashes \
   -r "$mod/requirements.txt"
 ln -s venv/bin/checkov "$out/checkov"
 echo "scanners: checkov installed in $(($(date +%s) - cache_started)) s" >&2

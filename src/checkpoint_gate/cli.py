@@ -1,6 +1,7 @@
 """`checkpoint-runtime gate`: the render gate on your own values, for people and for CI.
 
     checkpoint-runtime gate -f my-values.yaml --set replicaCount=3 --junit-xml gate.xml
+    checkpoint-runtime gate -f my-values.yaml --format sarif > gate.sarif
 
 Values compose like `helm -f ... --set ...` (--set-json, --set, --set-string, --set-file are
 parsed by Helm's own code and applied in Helm's order). The chart is rendered (in-process Helm
@@ -10,7 +11,9 @@ startup check (what `checkpoint-runtime run` would refuse, named by its values k
 policies are evaluated. Every finding is printed with its rule and object; the exit status is 1
 when anything is denied, 2 for a named error (`error: <Name>: ...`: values that cannot be read
 or exceed the input bounds, a bad argument, a chart or helm binary that cannot be used).
-`--output -` prints the manifests the gate rendered (no separate helm needed).
+`--output -` prints the manifests the gate rendered (no separate helm needed). `--format NAME`
+prints the report on stdout in a format CI systems read (conftest's json, tap, table, junit,
+github; sarif for code scanning), the readable report going to stderr.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from checkpoint_gate.engine import POLICY_WASM, Level
+from checkpoint_gate.formats import FORMATS, FORMATTERS, TEXT, Document
 from checkpoint_gate.junit import write_junit_xml
 from checkpoint_gate.manifests import Json
 from checkpoint_gate.output import manifests_yaml
@@ -47,6 +51,14 @@ def register(subparsers: Any) -> None:
         help="render the chart with your values and run the policy gate",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="values files gated one by one, each over the -f files and --set (as a pre-commit "
+        "hook passes the changed files); without any, the -f files and --set are one document",
     )
     parser.add_argument("-f", "--values", action="append", type=Path, default=[], metavar="FILE")
     for kind in SET_KINDS:
@@ -84,6 +96,13 @@ def register(subparsers: Any) -> None:
         help="also write the manifests the gate rendered (YAML, `# Source:` per object, as helm "
         "template prints them) to FILE; `-` prints them on stdout and the report on stderr",
     )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=TEXT,
+        help="the report on stdout: text (default), or for CI json, tap, table, junit, github "
+        "(workflow annotations) or sarif (code scanning); the text report then goes to stderr",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print denies and totals only")
     parser.set_defaults(func=run)
 
@@ -96,22 +115,50 @@ def set_expressions(args: argparse.Namespace) -> list[SetExpression]:
     ]
 
 
-def value_documents(args: argparse.Namespace) -> list[tuple[str, Json]]:
+def value_documents(args: argparse.Namespace) -> list[tuple[str, Path, Json]]:
+    """(name, the file its findings point at, values) of every values document to gate: the
+    defaults and the shipped examples with --matrix; each FILE argument over the -f files and
+    --set; else the -f files and --set together (the last -f file is the one that overrides)."""
     sets = set_expressions(args)
+    defaults = args.chart / "values.yaml"
     if args.matrix:
-        documents: list[tuple[str, Json]] = [("defaults", {})]
+        documents: list[tuple[str, Path, Json]] = [("defaults", defaults, {})]
         for path in sorted(CI_VALUES_DIR.glob("*-values.yaml")):
-            documents.append((path.name, load_values([path])))
+            documents.append((path.name, path, load_values([path])))
         return documents
-    names = [path.name for path in args.values] + [f"--{s.kind} {quote(s.text, 60)}" for s in sets]
-    return [(" + ".join(names) or "defaults", load_values(args.values, sets))]
+    bases = [path.name for path in args.values]
+    set_names = [f"--{s.kind} {quote(s.text, 60)}" for s in sets]
+    if args.files:
+        return [
+            (
+                " + ".join([*bases, str(file), *set_names]),
+                file,
+                load_values([*args.values, file], sets),
+            )
+            for file in args.files
+        ]
+    file = args.values[-1] if args.values else defaults
+    return [(" + ".join(bases + set_names) or "defaults", file, load_values(args.values, sets))]
+
+
+def display_path(path: Path) -> str:
+    """`path` relative to the working directory when under it (as a CI annotation wants it)."""
+    absolute = Path(os.path.abspath(path))
+    cwd = Path.cwd()
+    return (absolute.relative_to(cwd) if absolute.is_relative_to(cwd) else absolute).as_posix()
 
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before anything is read or rendered, what helm or the gate would only fail on
     later (or silently ignore)."""
-    if args.matrix and (args.values or set_expressions(args)):
-        raise UsageError("--matrix", "gates the shipped values documents; it takes no -f or --set")
+    if args.matrix and (args.values or args.files or set_expressions(args)):
+        raise UsageError(
+            "--matrix", "gates the shipped values documents; it takes no FILE, -f or --set"
+        )
+    if args.format != TEXT and args.output == "-":
+        raise UsageError(
+            "--format", f"{args.format} and --output - both print on stdout: use --output FILE"
+        )
     _check_release(args.release)
     if not DNS_LABEL.fullmatch(args.namespace):
         raise UsageError("--namespace", f"{quote(args.namespace, 60)} is not a DNS-1123 label")
@@ -170,10 +217,10 @@ def run(args: argparse.Namespace) -> int:
         raise ChartError(f"{args.chart}: cannot load the chart or the policies: {reason}") from None
     results: list[tuple[str, GateResult]] = []
     stdout = sys.stdout
-    # With the manifests on stdout, the report goes to stderr.
-    to_stderr = args.output == "-"
+    # With the manifests or a CI format on stdout, the text report goes to stderr.
+    to_stderr = args.output == "-" or args.format != TEXT
     with contextlib.redirect_stdout(sys.stderr) if to_stderr else contextlib.nullcontext():
-        for name, values in documents:
+        for name, _, values in documents:
             result = gate.run(values, release=args.release, namespace=args.namespace)
             results.append((name, result))
             print_result(name, result, args)
@@ -187,6 +234,13 @@ def run(args: argparse.Namespace) -> int:
             write_manifests(args.output, results, stdout)
         failed = [name for name, result in results if result.denied]
         print(f"gate: {len(results) - len(failed)} of {len(results)} values documents pass")
+    if args.format != TEXT:
+        report = [
+            Document(name, display_path(file), result)
+            for (name, result), (_, file, _) in zip(results, documents, strict=True)
+        ]
+        stdout.write(FORMATTERS[args.format](report))
+        stdout.flush()
     return ExitCode.FINDING if failed else ExitCode.OK
 
 

@@ -67,6 +67,26 @@ def archive_config(archive: Path) -> dict[str, Any]:
     return config
 
 
+def archive_entries(archive: Path, read: str = "") -> list[tuple[tarfile.TarInfo, bytes]]:
+    """Every entry (path, mode, owner, time) of the image's layers in the archive, in order,
+    with the first 16 bytes of each file whose name ends with `read` (when given)."""
+    with tarfile.open(archive) as tar:
+        (entry,) = _json_member(tar, "manifest.json")
+        found: list[tuple[tarfile.TarInfo, bytes]] = []
+        for layer in entry["Layers"]:
+            member = tar.extractfile(layer)
+            if member is None:
+                raise ImageError(f"{layer} is not a file in the archive")
+            with tarfile.open(fileobj=member, mode="r|*") as contents:
+                for info in contents:
+                    head = b""
+                    if read and info.isfile() and info.name.endswith(read):
+                        data = contents.extractfile(info)
+                        head = data.read(16) if data is not None else b""
+                    found.append((info, head))
+    return found
+
+
 def _json_member(tar: tarfile.TarFile, name: str) -> Any:
     member = tar.extractfile(name)
     if member is None:

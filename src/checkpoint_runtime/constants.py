@@ -38,6 +38,9 @@ LABEL_STORE: Final = f"{LABEL_PREFIX}/store"
 COMPONENT_SHARD: Final = "checkpoint-shard"
 # a v3 shard's chunk slots: the shard's labels with this component instead.
 COMPONENT_CHUNK: Final = "checkpoint-chunk"
+# the store's Lease: the store label with this component (set when the runtime creates the
+# Lease or takes it over; a Lease created by an earlier release carries none).
+COMPONENT_LEASE: Final = "checkpoint-lease"
 
 ANNOTATION_SHARD_KEY: Final = f"{LABEL_PREFIX}/shard-key"
 ANNOTATION_FORMAT: Final = f"{LABEL_PREFIX}/format"
@@ -71,6 +74,10 @@ PERSIST_CONCURRENCY: Final = 4
 LEASE_DURATION_SECONDS: Final = 15.0
 RENEW_DEADLINE_SECONDS: Final = 10.0
 RETRY_PERIOD_SECONDS: Final = 2.0
+# the longest leaseDurationSeconds the chart renders (values schema maximum): a Lease of the
+# store's name held for longer than this (and than the runtime's own configured duration) was
+# not written by one of its replicas.
+LEASE_DURATION_MAX_SECONDS: Final = 300
 
 # how the kubernetes backend finds a store's shards on open (runtime config store.discovery):
 # list them by label, or get each configured collector's shard by name (a name-pinned Role).

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format.naming import lease_labels
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -41,6 +42,8 @@ class LeaseLock(Protocol):
     identity: str
     uid: str
     """metadata.uid of the Lease object last read or written ("" before that)."""
+    labels: Mapping[str, str]
+    """metadata.labels of the Lease object last read or written (empty before that)."""
 
     def describe(self) -> str: ...
 
@@ -66,7 +69,12 @@ def wire_time(value: datetime) -> datetime:
 
 
 class KubernetesLeaseLock:
-    """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update."""
+    """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update.
+
+    The Lease it creates carries the store's Lease labels (`naming.lease_labels`), and every
+    update sets them, keeping any other label: a Lease created by an earlier release (no
+    labels) or by someone else is labelled as the store's once one of its replicas holds it.
+    """
 
     def __init__(self, api: client.ApiClient, namespace: str, name: str, identity: str) -> None:
         from kubernetes import client
@@ -84,6 +92,8 @@ class KubernetesLeaseLock:
         self.name = name
         self.identity = identity
         self.uid = ""
+        self.labels: Mapping[str, str] = {}
+        self._own_labels = lease_labels(name)
         self._metadata: client.V1ObjectMeta | None = None
 
     def describe(self) -> str:
@@ -100,6 +110,7 @@ class KubernetesLeaseLock:
             if error.status == 404:
                 self._metadata = None
                 self.uid = ""
+                self.labels = {}
                 return None
             raise
         self._remember(lease)
@@ -114,6 +125,7 @@ class KubernetesLeaseLock:
             metadata=client.V1ObjectMeta(
                 name=self.name,
                 namespace=self.namespace,
+                labels=dict(self._own_labels),
                 annotations=_with_base(None, record),
             ),
             spec=_spec_of(record),
@@ -133,7 +145,7 @@ class KubernetesLeaseLock:
             namespace=self._metadata.namespace,
             resource_version=self._metadata.resource_version,
             uid=self._metadata.uid,
-            labels=self._metadata.labels,
+            labels={**(self._metadata.labels or {}), **self._own_labels},
             annotations=_with_base(self._metadata.annotations, record),
         )
         body = client.V1Lease(
@@ -156,6 +168,7 @@ class KubernetesLeaseLock:
         if meta is None or not meta.resource_version:
             raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
         self.uid = meta.uid or ""
+        self.labels = dict(meta.labels or {})
         self._metadata = client.V1ObjectMeta(
             name=meta.name,
             namespace=meta.namespace,

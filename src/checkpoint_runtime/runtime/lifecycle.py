@@ -25,6 +25,7 @@ from checkpoint_runtime.collectors.runner import CollectorRunner
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term
+from checkpoint_runtime.election.foreign import LeaseVetting
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConfigError,
@@ -106,6 +107,12 @@ class Runtime:
         return True, f"ok ({self.phase})"
 
     def ready(self) -> tuple[bool, str]:
+        """A standby is ready (a rollout need not wait on an election) unless the Lease it
+        waits on is not its store's: then it may never lead, and says why."""
+        election = self._election
+        foreign = None if election is None else election.elector.foreign
+        if self.phase == "standby" and foreign is not None:
+            return False, f"standby on a foreign lease: {foreign}"
         if self.phase in ("standby", "leading"):
             return True, self.phase
         return False, self.phase
@@ -179,7 +186,10 @@ class Runtime:
         store = self.settings.store
         namespace = lease.namespace
         lock = KubernetesLeaseLock(lease.api, namespace, store.lease_name, self.identity)
-        elector = LeaderElector(lock, self.settings.timings)
+        timings = self.settings.timings
+        vetting = LeaseVetting(store.lease_name, int(timings.lease_duration))
+        elector = LeaderElector(lock, timings, vetting=vetting)
+        self.metrics.foreign_lease.set_function(lambda: float(elector.foreign is not None))
         self._election = ElectionThread(elector)
         self._election.start()
         self.phase = "standby"

@@ -23,6 +23,7 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    LEASE_DURATION_SECONDS,
     MAX_DEADLINE_SECONDS,
     MIN_DEADLINE_SECONDS,
     PROJECTION_ADVICE_HEADROOM,
@@ -183,9 +184,14 @@ def _inspect(args: argparse.Namespace) -> int:
     backend = _open_chosen(selection, bool(args.legacy_name))
     store = _open(backend, writer="inspect", deadline_seconds=selection.deadline)
     configured = None
+    own_duration = int(LEASE_DURATION_SECONDS)
     if args.config:  # mark the shards no collector of this config owns
-        configured = {c.namespace for c in _load_settings(args.config).collectors}
+        settings = _load_settings(args.config)
+        configured = {c.namespace for c in settings.collectors}
+        own_duration = int(settings.timings.lease_duration)
     document = inspection.report(store, configured)
+    if not isinstance(backend, FileBackend):  # the file store elects no leader
+        document["lease"] = inspection.lease_report(backend, own_duration)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
         names = backend.store_names(store.new_deadline())
@@ -212,6 +218,8 @@ def _inspect(args: argparse.Namespace) -> int:
             f"\nquarantined row {key} = {quote(value)} (unparsable; kept, not read)"
             for key, value in quarantined
         )
+    if "lease" in document:
+        text += f"\n{inspection.lease_note(document['lease'])}"
     for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
         if note:
             text += f"\n{note}"

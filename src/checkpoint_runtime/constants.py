@@ -55,6 +55,12 @@ ANNOTATION_LEASE_UID: Final = f"{LABEL_PREFIX}/lease-uid"
 # on the Lease: added to leaseTransitions to give the leadership epoch; only raised.
 ANNOTATION_EPOCH_BASE: Final = f"{LABEL_PREFIX}/epoch-base"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
+# on the Lease: the store key (STORE_KEY_BYTES random bytes, unpadded base64url) that seals the
+# heads; on every head: its seal, `<SEAL_PREFIX>:<hex HMAC-SHA256>` (store/seal.py).
+ANNOTATION_STORE_KEY: Final = f"{LABEL_PREFIX}/store-key"
+ANNOTATION_SEAL: Final = f"{LABEL_PREFIX}/seal"
+SEAL_PREFIX: Final = "hmac-sha256-v1"
+STORE_KEY_BYTES: Final = 32
 # on a v3 chunk slot: which slot of its shard it is (`a0`, `b3`, ...).
 ANNOTATION_SLOT: Final = f"{LABEL_PREFIX}/slot"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"

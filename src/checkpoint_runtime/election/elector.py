@@ -161,6 +161,26 @@ class LeaderElector:
             )
             return renewal.epoch
 
+    def record_store_key(self, key: str, timeout: float | None = None) -> None:
+        """Write `key` as the store key on the Lease we hold: a guarded renewal (as
+        `renew_above`), so it lands only on the Lease object of our term, unchanged since.
+        Raises LeadershipLostError otherwise."""
+        timeout = self.timings.renew_deadline if timeout is None else timeout
+        with self._writing:
+            started = self._clock()
+            if not self.is_leader():
+                raise LeadershipLostError("not leading: cannot record the store key")
+            renewal = self._renewal(self._observed_record(), self._wall_clock())
+            self.lock.keep_store_key(key)
+            try:
+                self.lock.update(renewal, timeout)
+            except Exception as error:
+                raise LeadershipLostError(
+                    f"recording the store key on lease {self.lock.describe()} failed: {error}"
+                ) from error
+            self._succeeded(renewal, started)
+            log.info("recorded the store key on lease %s", self.lock.describe())
+
     @property
     def foreign(self) -> str | None:
         """Why the Lease held by someone else is not one this store's replicas wrote (its

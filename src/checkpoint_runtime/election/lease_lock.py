@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
+from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE, ANNOTATION_STORE_KEY
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.format.naming import lease_labels
 
@@ -44,6 +44,12 @@ class LeaseLock(Protocol):
     """metadata.uid of the Lease object last read or written ("" before that)."""
     labels: Mapping[str, str]
     """metadata.labels of the Lease object last read or written (empty before that)."""
+    store_key: str
+    """The store key (`ANNOTATION_STORE_KEY`) the Lease last read or written carries, or the
+    one given to `keep_store_key`; "" when neither. Every later create or update carries it."""
+
+    def keep_store_key(self, key: str) -> None:
+        """Carry `key` as the store key in every later create and update."""
 
     def describe(self) -> str: ...
 
@@ -93,11 +99,25 @@ class KubernetesLeaseLock:
         self.identity = identity
         self.uid = ""
         self.labels: Mapping[str, str] = {}
+        self.store_key = ""
         self._own_labels = lease_labels(name)
         self._metadata: client.V1ObjectMeta | None = None
 
     def describe(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def keep_store_key(self, key: str) -> None:
+        self.store_key = key
+
+    def _annotations(
+        self, annotations: Mapping[str, str] | None, record: LeaseRecord
+    ) -> dict[str, str]:
+        """What a write sends: the annotations last seen, the epoch base, and the store key we
+        know (kept across a Lease that was deleted meanwhile: its heads stay verifiable)."""
+        merged = _with_base(annotations, record)
+        if self.store_key:
+            merged[ANNOTATION_STORE_KEY] = self.store_key
+        return merged
 
     def get(self, timeout: float) -> LeaseRecord | None:
         from kubernetes.client.exceptions import ApiException
@@ -126,7 +146,7 @@ class KubernetesLeaseLock:
                 name=self.name,
                 namespace=self.namespace,
                 labels=dict(self._own_labels),
-                annotations=_with_base(None, record),
+                annotations=self._annotations(None, record),
             ),
             spec=_spec_of(record),
         )
@@ -146,7 +166,7 @@ class KubernetesLeaseLock:
             resource_version=self._metadata.resource_version,
             uid=self._metadata.uid,
             labels={**(self._metadata.labels or {}), **self._own_labels},
-            annotations=_with_base(self._metadata.annotations, record),
+            annotations=self._annotations(self._metadata.annotations, record),
         )
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
@@ -169,6 +189,9 @@ class KubernetesLeaseLock:
             raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
         self.uid = meta.uid or ""
         self.labels = dict(meta.labels or {})
+        found = (meta.annotations or {}).get(ANNOTATION_STORE_KEY, "")
+        if found:  # a Lease without one keeps the key we knew (ours, to be written back)
+            self.store_key = found
         self._metadata = client.V1ObjectMeta(
             name=meta.name,
             namespace=meta.namespace,

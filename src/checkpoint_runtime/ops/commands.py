@@ -179,19 +179,26 @@ def _print(args: argparse.Namespace, document: Any, text: str) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     from checkpoint_runtime.runtime import repair
     from checkpoint_runtime.store import migration  # the store and its metrics: not for project
+    from checkpoint_runtime.store.seal import Sealing, key_bytes
 
     selection = _select(args)
     backend = _open_chosen(selection, bool(args.legacy_name))
-    store = _open(backend, writer="inspect", deadline_seconds=selection.deadline)
     configured = None
     own_duration = int(LEASE_DURATION_SECONDS)
     if args.config:  # mark the shards no collector of this config owns
         settings = _load_settings(args.config)
         configured = {c.namespace for c in settings.collectors}
         own_duration = int(settings.timings.lease_duration)
-    document = inspection.report(store, configured)
+    lease, sealing = None, None
     if not isinstance(backend, FileBackend):  # the file store elects no leader
-        document["lease"] = inspection.lease_report(backend, own_duration)
+        lease, key = inspection.lease_report(backend, own_duration)
+        if key_bytes(key) is not None:  # check each head's seal, as the runtime does
+            sealing = Sealing(key_bytes(key) or b"", backend.lease_name)
+    store = _open(backend, writer="inspect", deadline_seconds=selection.deadline, sealing=sealing)
+    document = inspection.report(store, configured)
+    if lease is not None:
+        document["lease"] = lease
+        document["foreign_heads"] = inspection.foreign_heads(store)
     legacy = backend.read_legacy(store.new_deadline())
     if document["shard_count"] == 0 and legacy is None:
         names = backend.store_names(store.new_deadline())
@@ -220,6 +227,9 @@ def _inspect(args: argparse.Namespace) -> int:
         )
     if "lease" in document:
         text += f"\n{inspection.lease_note(document['lease'])}"
+    if document.get("foreign_heads"):
+        hints = {shard: repair.hint(backend, shard) for shard in store.foreign}
+        text += f"\n{inspection.foreign_note(document, hints)}"
     for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
         if note:
             text += f"\n{note}"

@@ -5,7 +5,7 @@ Reading only: the store is opened without migration, so inspecting never writes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.constants import (
@@ -81,10 +81,12 @@ def report(store: Store, configured: Collection[str] | None = None) -> dict[str,
     return document
 
 
-def lease_report(backend: KubernetesBackend, own_duration: int) -> dict[str, Any]:
-    """The store's Lease as `inspect` shows it: holder, duration, transitions, labels, and why
-    it is foreign (`election.foreign`; None: one of the store's replicas can have written it).
-    A Lease that does not exist says so; one the credentials cannot read, the API's answer."""
+def lease_report(backend: KubernetesBackend, own_duration: int) -> tuple[dict[str, Any], str]:
+    """The store's Lease as `inspect` shows it: holder, duration, transitions, labels, whether
+    it carries a store key (never the key), and why it is foreign (`election.foreign`; None:
+    one of the store's replicas can have written it); and the store key ("" if none), to check
+    the heads' seals with. A Lease that does not exist says so; one the credentials cannot
+    read, the API's answer."""
     from kubernetes.client.exceptions import ApiException
 
     from checkpoint_runtime.election.foreign import LeaseVetting
@@ -98,12 +100,12 @@ def lease_report(backend: KubernetesBackend, own_duration: int) -> dict[str, Any
         try:
             record = lock.get(timeout=DEFAULT_DEADLINE_SECONDS)
         except ApiException as error:
-            return {"name": name, "error": f"{error.status} {error.reason}"}
+            return {"name": name, "error": f"{error.status} {error.reason}"}, ""
     finally:
         api.close()  # type: ignore[no-untyped-call]
     if record is None:
-        return {"name": name, "exists": False, "foreign": None}
-    return {
+        return {"name": name, "exists": False, "foreign": None}, ""
+    report = {
         "name": name,
         "exists": True,
         "uid": lock.uid,
@@ -112,7 +114,9 @@ def lease_report(backend: KubernetesBackend, own_duration: int) -> dict[str, Any
         "lease_transitions": record.lease_transitions,
         "labels": dict(lock.labels),
         "foreign": LeaseVetting(backend.lease_name, own_duration).foreign(record, lock.labels),
+        "store_key": bool(lock.store_key),
     }
+    return report, lock.store_key
 
 
 def lease_note(lease: dict[str, Any]) -> str:
@@ -128,12 +132,32 @@ def lease_note(lease: dict[str, Any]) -> str:
         else "released"
     )
     line = f"lease {name}: {held}, {lease['lease_transitions']} transition(s)"
+    if not lease["store_key"]:
+        line += ", no store key yet (heads are not checked: the next leader seals them)"
     if lease["foreign"]:
         line += (
             f"; FOREIGN: {lease['foreign']} (no replica of this store can lead while it is "
             "held: remove it, or let it expire)"
         )
     return line
+
+
+def foreign_heads(store: Store) -> list[dict[str, Any]]:
+    """Heads the store key does not seal: never read (their rows are not in the report)."""
+    return [
+        {"shard": shard, "object": refused.name, "reason": refused.reason}
+        for shard, refused in sorted(store.foreign.items())
+    ]
+
+
+def foreign_note(document: dict[str, Any], hints: Mapping[str, str]) -> str:
+    """The lines `inspect` prints about heads the store did not write (`hints`: per shard,
+    how to set its object aside)."""
+    return "\n".join(
+        f"FOREIGN head {entry['object']} of shard {entry['shard']}: {entry['reason']} (not "
+        f"read; the runtime does not run its collector). {hints.get(entry['shard'], '')}"
+        for entry in document.get("foreign_heads", [])
+    )
 
 
 def unused_slots(store: Store) -> list[dict[str, Any]]:

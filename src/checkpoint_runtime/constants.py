@@ -61,6 +61,9 @@ ANNOTATION_STORE_KEY: Final = f"{LABEL_PREFIX}/store-key"
 ANNOTATION_SEAL: Final = f"{LABEL_PREFIX}/seal"
 SEAL_PREFIX: Final = "hmac-sha256-v1"
 STORE_KEY_BYTES: Final = 32
+# the ConfigMap `run` asks, in a dry run, to create to prove the store's admission policy is
+# enforced: `<lease name>` + this suffix, none of the store's object names.
+ADMISSION_PROBE_SUFFIX: Final = "-admission-probe"
 # on a v3 chunk slot: which slot of its shard it is (`a0`, `b3`, ...).
 ANNOTATION_SLOT: Final = f"{LABEL_PREFIX}/slot"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"

@@ -334,6 +334,15 @@ class ChartError(CheckpointError):
     """The chart folder the gate was pointed at cannot be loaded or rendered."""
 
 
+class AdmissionPolicyNotEnforcedError(CheckpointError):
+    """The config says the store's admission policy is installed, and the API server does not
+    enforce it: `run` refuses to start (runtime/admission.py)."""
+
+    def __init__(self, policy: str, reason: str) -> None:
+        super().__init__(f"admission policy {policy} is not enforced: {reason}")
+        self.policy = policy
+
+
 class LeadershipLostError(CheckpointError):
     """The runtime lost (or could not keep) its Lease: it stopped writing and exits so that
     Kubernetes restarts it from the API state."""

@@ -33,7 +33,8 @@ from checkpoint_runtime.errors import (
     LeadershipLostError,
     leaves,
 )
-from checkpoint_runtime.runtime import logs, repair
+from checkpoint_runtime.retry import Deadline
+from checkpoint_runtime.runtime import admission, logs, repair
 from checkpoint_runtime.runtime.backend import lease_client, open_backend
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
@@ -139,6 +140,11 @@ class Runtime:
             backend, lease = self._open_backend()
         except CheckpointError as error:
             return logs.refused(log, error)
+        try:  # the guard the config says is on, proven before anything is read or elected
+            self._check_admission_policy(backend)
+        except CheckpointError as error:
+            backend.close()
+            return logs.refused(log, error)
         try:
             self.http = HealthServer(
                 settings.http_bind,
@@ -184,6 +190,17 @@ class Runtime:
         if isinstance(backend, FileBackend) or not self.settings.election_enabled:
             return backend, None
         return backend, _Lease(lease_client(backend), backend.namespace)
+
+    def _check_admission_policy(self, backend: Backend) -> None:
+        """With an admission policy in the config, prove the API server enforces it."""
+        policy = self.settings.admission_policy
+        if policy is None or isinstance(backend, FileBackend):
+            return
+        from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+
+        assert isinstance(backend, KubernetesBackend)
+        admission.check_enforced(backend, policy, Deadline(self.settings.store.deadline_seconds))
+        log.info("admission policy enforced", extra={"policy": policy})
 
     def _elect(self, lease: _Lease) -> Term | None:
         """Wait until we lead; our term, or None if asked to stop first."""

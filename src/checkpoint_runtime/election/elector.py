@@ -102,6 +102,8 @@ class LeaderElector:
         self._foreign: str | None = None
         """Why the Lease last read is not one of the store's replicas' (None: it is, or we
         hold it), under `_mutex`."""
+        self._looked = False
+        """A read of the Lease (or a write of it) succeeded at least once."""
 
     # ---- what the runtime asks -------------------------------------------------------------
 
@@ -180,6 +182,13 @@ class LeaderElector:
                 ) from error
             self._succeeded(renewal, started)
             log.info("recorded the store key on lease %s", self.lock.describe())
+
+    @property
+    def looked(self) -> bool:
+        """Whether the Lease has been read or written successfully yet: until then nobody
+        knows whether the Lease this candidate waits on is the store's."""
+        with self._mutex:
+            return self._looked
 
     @property
     def foreign(self) -> str | None:
@@ -402,6 +411,8 @@ class LeaderElector:
     def _vet(self, current: LeaseRecord | None) -> None:
         """Judge a record just read: a foreign one is logged by name when first seen (and
         when the reason changes), and `foreign` says why until a record passes again."""
+        with self._mutex:
+            self._looked = True
         if self._vetting is None:
             return
         reason = None
@@ -436,6 +447,7 @@ class LeaderElector:
             self._term = term
             self._lease_uid = term.lease_uid
             self._foreign = None
+            self._looked = True
         return True
 
 

@@ -14,7 +14,10 @@ admission policies on dry-run requests (checked on the real server), so:
   (`validationActions` without Deny; a Warn binding's message comes back as a warning);
 - refused by anything else (RBAC, another admission plugin): no proof either way.
 
-Transient answers (429, 5xx, no answer) are retried under the store's deadline.
+Transient answers (429, 5xx, no answer), and an admitted dry run (a policy or binding just
+installed reaches the API server's admission cache asynchronously), are retried under the
+store's deadline (`store.deadlineSeconds`): a policy that is not enforced is refused when it
+runs out.
 """
 
 from __future__ import annotations
@@ -77,12 +80,15 @@ def check_enforced(backend: KubernetesBackend, policy: str, deadline: Deadline) 
             raise AdmissionPolicyNotEnforcedError(
                 policy, f"the dry run of ConfigMap {name} got no answer: {error}"
             ) from None
+        if backoff.pause(deadline, None):
+            continue  # a policy or binding just installed reaches admission asynchronously
         headers = answer[2] if isinstance(answer, tuple) and len(answer) > 2 else {}
         warning = (headers or {}).get("Warning", "")
         raise AdmissionPolicyNotEnforcedError(
             policy,
-            f"the API server admitted a dry run of ConfigMap {name} by the store's "
-            "ServiceAccount, which the policy must refuse: the policy or its binding is "
+            f"for {deadline.seconds:g} s the API server admitted a dry run of ConfigMap {name} "
+            "by the store's ServiceAccount, which the policy must refuse: the policy or its "
+            "binding is "
             "missing, or the binding does not deny (validationActions must include Deny)"
             + (f"; the API server warned: {warning}" if warning else ""),
         )

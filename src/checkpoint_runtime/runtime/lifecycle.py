@@ -111,12 +111,15 @@ class Runtime:
         return True, f"ok ({self.phase})"
 
     def ready(self) -> tuple[bool, str]:
-        """A standby is ready (a rollout need not wait on an election) unless the Lease it
-        waits on is not its store's: then it may never lead, and says why."""
+        """A standby is ready (a rollout need not wait on an election) once it has read the
+        Lease it waits on, unless that Lease is not its store's: then it may never lead, and
+        says why."""
         election = self._election
         foreign = None if election is None else election.elector.foreign
         if self.phase == "standby" and foreign is not None:
             return False, f"standby on a foreign lease: {foreign}"
+        if self.phase == "standby" and election is not None and not election.elector.looked:
+            return False, "standby: the lease was not read yet"
         if self.phase == "leading" and self._foreign_heads:
             heads = ", ".join(self._foreign_heads)
             return False, f"leading, but refused foreign shard heads (not collecting): {heads}"

@@ -9,11 +9,16 @@ neighbour's own token is used in tests/runtime/test_runtime_neighbour.py).
 
 from __future__ import annotations
 
-import pytest
-from store_harness import Harness, open_store, raw_shard
+from pathlib import Path
 
-from checkpoint_runtime.constants import ANNOTATION_EPOCH, ANNOTATION_SEAL
+import pytest
+from kubernetes import client
+from store_harness import Harness, KubeHarness, open_store, raw_shard
+
+from checkpoint_runtime import cli
+from checkpoint_runtime.constants import ANNOTATION_EPOCH, ANNOTATION_SEAL, ANNOTATION_STORE_KEY
 from checkpoint_runtime.errors import ForeignHeadError
+from checkpoint_runtime.format.legacy import encode_legacy
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_runtime.store.seal import Sealing, key_bytes, new_store_key
 from checkpoint_testenv.support.kubetarget import RawObject
@@ -138,3 +143,34 @@ def test_an_unsealed_head_is_refused_before_its_blob_is_decoded(harness: Harness
     store = open_store(harness, "alpha-2", 2, sealing=ours)
     assert SQUATTED in store.foreign
     assert store.get(f"{REAL}/cursor") == "logs/0042.json"
+
+
+@pytest.mark.apiserver
+def test_an_operators_migrate_seals_what_it_writes_with_the_store_key(
+    kube: KubeHarness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`migrate --from-legacy` (as the chart's ServiceAccount) writes heads the runtime then
+    reads: sealed with the key on the store's Lease, not refused as foreign."""
+    key = new_store_key()
+    with kube.release.plane.admin_api() as api:
+        client.CoordinationV1Api(api).create_namespaced_lease(
+            kube.namespace,
+            client.V1Lease(
+                metadata=client.V1ObjectMeta(
+                    name=kube.lease_name, annotations={ANNOTATION_STORE_KEY: key}
+                ),
+                spec=client.V1LeaseSpec(holder_identity="", lease_duration_seconds=1),
+            ),
+        )
+    legacy = {f"{REAL}/cursor": "logs/0007.json", f"{SQUATTED}/cursor": "2026-03-01T00:00:00Z"}
+    kube.write_legacy("old-checkpoints", encode_legacy(legacy))
+    kubeconfig = kube.release.write_kubeconfig(tmp_path / "kc")
+    where = ["--namespace", kube.namespace, "--lease-name", kube.lease_name]
+    where += ["--kubeconfig", str(kubeconfig), "--legacy-name", "old-checkpoints"]
+    assert cli.main(["migrate", *where, "--from-legacy"]) == 0
+    capsys.readouterr()
+    raw = key_bytes(key)
+    assert raw is not None
+    store = open_store(kube, "alpha-1", 5, sealing=Sealing(raw, kube.lease_name))
+    assert store.foreign == {}
+    assert dict(store.items("")) == legacy

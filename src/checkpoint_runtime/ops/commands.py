@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend
     from checkpoint_runtime.runtime.settings import RuntimeSettings
     from checkpoint_runtime.store.core import Store
+    from checkpoint_runtime.store.seal import Sealing
 
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
 SET_ASIDE_HELP = """\
@@ -170,6 +171,26 @@ def _open(backend: FileBackend | KubernetesBackend, **options: Any) -> Store:
         return Store.open(backend, migrate=False, **options)
     except (CorruptShardError, ExceptionGroup) as error:
         raise repair.with_repair(error, backend) from None
+
+
+def store_sealing(backend: FileBackend | KubernetesBackend) -> Sealing | None:
+    """The seal a command that writes heads uses: the store key on the store's Lease (so the
+    runtime reads what it writes), or None (the file store; a Lease without a key yet: the next
+    leader adopts what it finds). Credentials that cannot read the Lease are refused, since
+    heads written without the key would be refused as foreign."""
+    from checkpoint_runtime.store.seal import Sealing, key_bytes
+
+    if isinstance(backend, FileBackend):
+        return None
+    lease, key = inspection.lease_report(backend, int(LEASE_DURATION_SECONDS))
+    if "error" in lease:
+        raise UsageError(
+            "--kubeconfig",
+            f"cannot read the store's Lease {lease['name']} ({lease['error']}), whose store key "
+            "seals the heads this command writes: use credentials that may get it",
+        )
+    raw = key_bytes(key) if key else None
+    return None if raw is None else Sealing(raw, backend.lease_name)
 
 
 def _print(args: argparse.Namespace, document: Any, text: str) -> None:
@@ -302,10 +323,16 @@ def _migrate(args: argparse.Namespace) -> int:
         raise NoLegacyError(f"{selection.where}: legacy {backend.legacy_name!r} does not exist")
     if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
-        # leader that stamps a newer epoch meanwhile still fences this write).
+        # leader that stamps a newer epoch meanwhile still fences this write), sealed with the
+        # store key so that the runtime reads what it writes.
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
         store = Store.open(
-            backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+            backend,
+            writer=MIGRATE_WRITER,
+            epoch=newest,
+            migrate=False,
+            deadline_seconds=deadline,
+            sealing=store_sealing(backend),
         )
         resolve = (
             migration.resolve_from_legacy

@@ -221,7 +221,8 @@ def _inspect(args: argparse.Namespace) -> int:
         document["lease"] = lease
         document["foreign_heads"] = inspection.foreign_heads(store)
     legacy = backend.read_legacy(store.new_deadline())
-    if document["shard_count"] == 0 and legacy is None:
+    if document["shard_count"] == 0 and legacy is None and not (lease or {}).get("exists"):
+        # (a store whose Lease exists is one, shards or not: its Lease is worth showing)
         names = backend.store_names(store.new_deadline())
         found = f"stores found there: {', '.join(names)}" if names else "no store has shards there"
         raise NoStoreError(selection.where, f"store {backend.lease_name!r} has no shards ({found})")

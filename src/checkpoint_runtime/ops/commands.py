@@ -324,8 +324,8 @@ def _migrate(args: argparse.Namespace) -> int:
         raise NoLegacyError(f"{selection.where}: legacy {backend.legacy_name!r} does not exist")
     if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
-        # leader that stamps a newer epoch meanwhile still fences this write), sealed with the
-        # store key so that the runtime reads what it writes.
+        # leader that stamps a newer epoch meanwhile still fences this write); the heads
+        # --from-legacy writes are sealed with the store key, so that the runtime reads them.
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
         store = Store.open(
             backend,
@@ -333,7 +333,7 @@ def _migrate(args: argparse.Namespace) -> int:
             epoch=newest,
             migrate=False,
             deadline_seconds=deadline,
-            sealing=store_sealing(backend),
+            sealing=store_sealing(backend) if args.from_legacy else None,  # it writes heads
         )
         resolve = (
             migration.resolve_from_legacy

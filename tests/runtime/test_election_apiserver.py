@@ -21,7 +21,6 @@ from checkpoint_runtime.election.elector import ElectionThread, LeaderElector
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format.naming import lease_labels
 from checkpoint_testenv.faultproxy import Action, FaultProxy
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support.polling import wait_for
@@ -149,8 +148,7 @@ def test_renewals_keep_acquire_time_and_send_the_resource_version(
     assert elector.try_acquire_or_renew()
     final = release.read_lease()
     assert final.metadata is not None
-    # kept, not overwritten; the store's own Lease labels set again beside them
-    assert final.metadata.labels == {"touched": "yes", **lease_labels(release.lease_name)}
+    assert final.metadata.labels == {"touched": "yes"}  # kept, not overwritten
     assert final.spec is not None
     assert final.spec.holder_identity == "renewer"
 

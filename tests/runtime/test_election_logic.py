@@ -421,7 +421,7 @@ def vetted(server: FakeLeaseServer, clock: FakeClock, **lock: object) -> LeaderE
         TIMINGS,
         clock=clock,
         wall_clock=clock.wall,
-        vetting=LeaseVetting("alpha", int(TIMINGS.lease_duration)),
+        vetting=LeaseVetting(int(TIMINGS.lease_duration), lease_labels("alpha")),
     )
 
 
@@ -499,6 +499,6 @@ def test_a_foreign_lease_that_expires_is_taken_over_and_no_longer_named() -> Non
 
 
 def test_a_runtime_configured_past_the_charts_lease_duration_accepts_its_own() -> None:
-    vetting = LeaseVetting("alpha", 3600)
+    vetting = LeaseVetting(3600, lease_labels("alpha"))
     assert vetting.foreign(replace(SQUATTED, lease_duration_seconds=3600), {}) is None
     assert vetting.foreign(replace(SQUATTED, lease_duration_seconds=3601), {}) is not None

@@ -27,7 +27,7 @@ from checkpoint_runtime import cli
 from checkpoint_runtime.backends.apiclient import api_client
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import ANNOTATION_STORE_KEY
-from checkpoint_runtime.format.naming import object_id, shard_name
+from checkpoint_runtime.format.naming import lease_labels, object_id, shard_name
 from checkpoint_runtime.store.core import Store
 from checkpoint_testenv.controlplane import ControlPlane
 from checkpoint_testenv.flowlogs import FlowLogServer
@@ -160,8 +160,9 @@ def test_a_forged_head_with_a_far_future_cursor_is_refused_and_the_real_rows_kep
     procs.append(first.start())
     wait_for(lambda: len(first.objects()) == len(first_batch), 30, "the first objects emitted")
     assert first.terminate() == 0
-    annotations = alpha.read_lease().metadata.annotations or {}
-    assert ANNOTATION_STORE_KEY in annotations  # the first leader sealed its heads and kept it
+    lease = alpha.read_lease().metadata
+    assert ANNOTATION_STORE_KEY in (lease.annotations or {})  # the first leader sealed its heads
+    assert lease.labels == lease_labels(alpha.lease_name)  # and labelled the Lease it created
 
     # As beta: a well-formed v3 head under alpha's flowlogs shard name, with alpha's labels and
     # annotations, created by the store's own code (create is not pinned to names).

@@ -6,9 +6,9 @@ for as long as its `leaseDurationSeconds` says: a standby would wait, healthy an
 replica of the store writes its Lease only in one shape, so a record outside that shape is
 named at once (`foreign_lease`) instead of waited on:
 
-- labels: the store's Lease carries the store label and the Lease component once the runtime
-  created or took it over (`naming.lease_labels`); a Lease created by an earlier release
-  carries none, so only a label of ours with another value is foreign;
+- labels: the store's Lease carries the store's Lease labels (`labels`: the runtime passes
+  `naming.lease_labels`) once the runtime created or took it over; a Lease created by an
+  earlier release carries none, so only one of those labels with another value is foreign;
 - holder identity: empty (released), or a candidate identity (`HOLDER_IDENTITY`: a pod name,
   or the `--identity` given, optionally with the random suffix `default_identity` adds);
 - lease duration: at most what the chart renders (`LEASE_DURATION_MAX_SECONDS`) or the
@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from checkpoint_runtime.constants import LEASE_DURATION_MAX_SECONDS, MAX_DNS_SUBDOMAIN
 from checkpoint_runtime.election.lease_lock import LeaseRecord
 from checkpoint_runtime.errors import quote
-from checkpoint_runtime.format.naming import lease_labels
 
 HOLDER_IDENTITY = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?(_[0-9a-f]{8})?")
 """A candidate identity: a DNS-1123 subdomain (a pod name), optionally `_` + 8 hex digits."""
@@ -43,9 +42,10 @@ def valid_identity(identity: str) -> bool:
 class LeaseVetting:
     """What a Lease of the store's name must look like; `foreign` says why one does not."""
 
-    lease_name: str
     own_duration: int
     """The runtime's own configured leaseDurationSeconds (a test may run below the chart's)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The labels the store's replicas put on its Lease (`naming.lease_labels`)."""
 
     @property
     def max_duration(self) -> int:
@@ -56,8 +56,7 @@ class LeaseVetting:
         or None. A released record (no holder) is never waited on and is not judged."""
         if not record.holder_identity:
             return None
-        ours = lease_labels(self.lease_name)
-        for key, value in sorted(ours.items()):
+        for key, value in sorted(self.labels.items()):
             found = (labels or {}).get(key)
             if found is not None and found != value:
                 return f"label {key}={quote(found)} is not this store's {value!r}"

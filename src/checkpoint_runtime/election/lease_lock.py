@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE, ANNOTATION_STORE_KEY
 from checkpoint_runtime.errors import ConfigError
-from checkpoint_runtime.format.naming import lease_labels
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -77,12 +76,20 @@ def wire_time(value: datetime) -> datetime:
 class KubernetesLeaseLock:
     """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update.
 
-    The Lease it creates carries the store's Lease labels (`naming.lease_labels`), and every
-    update sets them, keeping any other label: a Lease created by an earlier release (no
-    labels) or by someone else is labelled as the store's once one of its replicas holds it.
+    The Lease it creates carries `labels` (the runtime passes the store's Lease labels,
+    `naming.lease_labels`), and every update sets them, keeping any other label: a Lease created
+    by an earlier release (no labels) or by someone else is labelled as the store's once one of
+    its replicas holds it.
     """
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str, identity: str) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         from kubernetes import client
 
         if not identity:
@@ -100,7 +107,7 @@ class KubernetesLeaseLock:
         self.uid = ""
         self.labels: Mapping[str, str] = {}
         self.store_key = ""
-        self._own_labels = lease_labels(name)
+        self._own_labels = dict(labels or {})
         self._metadata: client.V1ObjectMeta | None = None
 
     def describe(self) -> str:
@@ -145,7 +152,7 @@ class KubernetesLeaseLock:
             metadata=client.V1ObjectMeta(
                 name=self.name,
                 namespace=self.namespace,
-                labels=dict(self._own_labels),
+                labels=dict(self._own_labels) or None,
                 annotations=self._annotations(None, record),
             ),
             spec=_spec_of(record),

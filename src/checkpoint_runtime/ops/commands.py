@@ -178,11 +178,12 @@ def store_sealing(backend: FileBackend | KubernetesBackend) -> Sealing | None:
     runtime reads what it writes), or None (the file store; a Lease without a key yet: the next
     leader adopts what it finds). Credentials that cannot read the Lease are refused, since
     heads written without the key would be refused as foreign."""
+    from checkpoint_runtime.runtime.lease import lease_report
     from checkpoint_runtime.store.seal import Sealing, key_bytes
 
     if isinstance(backend, FileBackend):
         return None
-    lease, key = inspection.lease_report(backend, int(LEASE_DURATION_SECONDS))
+    lease, key = lease_report(backend, int(LEASE_DURATION_SECONDS))
     if "error" in lease:
         raise UsageError(
             "--kubeconfig",
@@ -199,6 +200,7 @@ def _print(args: argparse.Namespace, document: Any, text: str) -> None:
 
 def _inspect(args: argparse.Namespace) -> int:
     from checkpoint_runtime.runtime import repair
+    from checkpoint_runtime.runtime.lease import lease_report
     from checkpoint_runtime.store import migration  # the store and its metrics: not for project
     from checkpoint_runtime.store.seal import Sealing, key_bytes
 
@@ -212,7 +214,7 @@ def _inspect(args: argparse.Namespace) -> int:
         own_duration = int(settings.timings.lease_duration)
     lease, sealing = None, None
     if not isinstance(backend, FileBackend):  # the file store elects no leader
-        lease, key = inspection.lease_report(backend, own_duration)
+        lease, key = lease_report(backend, own_duration)
         if key_bytes(key) is not None:  # check each head's seal, as the runtime does
             sealing = Sealing(key_bytes(key) or b"", backend.lease_name)
     store = _open(backend, writer="inspect", deadline_seconds=selection.deadline, sealing=sealing)

@@ -8,15 +8,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.constants import (
-    ANNOTATION_FORMAT,
-    CONFIGMAP_VALUE_LIMIT,
-    DEFAULT_DEADLINE_SECONDS,
-)
+from checkpoint_runtime.constants import ANNOTATION_FORMAT, CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.format import sizes
 
 if TYPE_CHECKING:  # `project` prints its table without importing the store
-    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
     from checkpoint_runtime.store.core import Store
     from checkpoint_runtime.store.planner import ShardState
 
@@ -79,44 +74,6 @@ def report(store: Store, configured: Collection[str] | None = None) -> dict[str,
             shard["configured"] = shard["shard"] in configured
         document["unconfigured_shards"] = [s["shard"] for s in shards if not s["configured"]]
     return document
-
-
-def lease_report(backend: KubernetesBackend, own_duration: int) -> tuple[dict[str, Any], str]:
-    """The store's Lease as `inspect` shows it: holder, duration, transitions, labels, whether
-    it carries a store key (never the key), and why it is foreign (`election.foreign`; None:
-    one of the store's replicas can have written it); and the store key ("" if none), to check
-    the heads' seals with. A Lease that does not exist says so; one the credentials cannot
-    read, the API's answer."""
-    from kubernetes.client.exceptions import ApiException
-
-    from checkpoint_runtime.election.foreign import LeaseVetting
-    from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
-    from checkpoint_runtime.runtime.backend import lease_client
-
-    api = lease_client(backend)
-    try:
-        lock = KubernetesLeaseLock(api, backend.namespace, backend.lease_name, "inspect")
-        name = lock.describe()
-        try:
-            record = lock.get(timeout=DEFAULT_DEADLINE_SECONDS)
-        except ApiException as error:
-            return {"name": name, "error": f"{error.status} {error.reason}"}, ""
-    finally:
-        api.close()  # type: ignore[no-untyped-call]
-    if record is None:
-        return {"name": name, "exists": False, "foreign": None}, ""
-    report = {
-        "name": name,
-        "exists": True,
-        "uid": lock.uid,
-        "holder": record.holder_identity,
-        "lease_duration_seconds": record.lease_duration_seconds,
-        "lease_transitions": record.lease_transitions,
-        "labels": dict(lock.labels),
-        "foreign": LeaseVetting(backend.lease_name, own_duration).foreign(record, lock.labels),
-        "store_key": bool(lock.store_key),
-    }
-    return report, lock.store_key
 
 
 def lease_note(lease: dict[str, Any]) -> str:

@@ -25,7 +25,6 @@ from checkpoint_runtime.collectors.runner import CollectorRunner
 from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term
-from checkpoint_runtime.election.foreign import LeaseVetting
 from checkpoint_runtime.errors import (
     CheckpointError,
     ConfigError,
@@ -38,6 +37,7 @@ from checkpoint_runtime.runtime import admission, logs, repair
 from checkpoint_runtime.runtime.backend import lease_client, open_backend
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
+from checkpoint_runtime.runtime.lease import lease_lock, vetting
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards
 from checkpoint_runtime.store.core import Store
@@ -207,14 +207,12 @@ class Runtime:
 
     def _elect(self, lease: _Lease) -> Term | None:
         """Wait until we lead; our term, or None if asked to stop first."""
-        from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
-
         store = self.settings.store
         namespace = lease.namespace
-        lock = KubernetesLeaseLock(lease.api, namespace, store.lease_name, self.identity)
+        lock = lease_lock(lease.api, namespace, store.lease_name, self.identity)
         timings = self.settings.timings
-        vetting = LeaseVetting(store.lease_name, int(timings.lease_duration))
-        elector = LeaderElector(lock, timings, vetting=vetting)
+        shape = vetting(store.lease_name, int(timings.lease_duration))
+        elector = LeaderElector(lock, timings, vetting=shape)
         self.metrics.foreign_lease.set_function(lambda: float(elector.foreign is not None))
         self._election = ElectionThread(elector)
         self._election.start()

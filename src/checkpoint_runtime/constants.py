@@ -38,6 +38,9 @@ LABEL_STORE: Final = f"{LABEL_PREFIX}/store"
 COMPONENT_SHARD: Final = "checkpoint-shard"
 # a v3 shard's chunk slots: the shard's labels with this component instead.
 COMPONENT_CHUNK: Final = "checkpoint-chunk"
+# the store's Lease: the store label with this component (set when the runtime creates the
+# Lease or takes it over; a Lease created by an earlier release carries none).
+COMPONENT_LEASE: Final = "checkpoint-lease"
 
 ANNOTATION_SHARD_KEY: Final = f"{LABEL_PREFIX}/shard-key"
 ANNOTATION_FORMAT: Final = f"{LABEL_PREFIX}/format"
@@ -52,6 +55,15 @@ ANNOTATION_LEASE_UID: Final = f"{LABEL_PREFIX}/lease-uid"
 # on the Lease: added to leaseTransitions to give the leadership epoch; only raised.
 ANNOTATION_EPOCH_BASE: Final = f"{LABEL_PREFIX}/epoch-base"
 ANNOTATION_WRITE_ID: Final = f"{LABEL_PREFIX}/write-id"
+# on the Lease: the store key (STORE_KEY_BYTES random bytes, unpadded base64url) that seals the
+# heads; on every head: its seal, `<SEAL_PREFIX>:<hex HMAC-SHA256>` (store/seal.py).
+ANNOTATION_STORE_KEY: Final = f"{LABEL_PREFIX}/store-key"
+ANNOTATION_SEAL: Final = f"{LABEL_PREFIX}/seal"
+SEAL_PREFIX: Final = "hmac-sha256-v1"
+STORE_KEY_BYTES: Final = 32
+# the ConfigMap `run` asks, in a dry run, to create to prove the store's admission policy is
+# enforced: `<lease name>` + this suffix, none of the store's object names.
+ADMISSION_PROBE_SUFFIX: Final = "-admission-probe"
 # on a v3 chunk slot: which slot of its shard it is (`a0`, `b3`, ...).
 ANNOTATION_SLOT: Final = f"{LABEL_PREFIX}/slot"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
@@ -71,6 +83,10 @@ PERSIST_CONCURRENCY: Final = 4
 LEASE_DURATION_SECONDS: Final = 15.0
 RENEW_DEADLINE_SECONDS: Final = 10.0
 RETRY_PERIOD_SECONDS: Final = 2.0
+# the longest leaseDurationSeconds the chart renders (values schema maximum): a Lease of the
+# store's name held for longer than this (and than the runtime's own configured duration) was
+# not written by one of its replicas.
+LEASE_DURATION_MAX_SECONDS: Final = 300
 
 # how the kubernetes backend finds a store's shards on open (runtime config store.discovery):
 # list them by label, or get each configured collector's shard by name (a name-pinned Role).

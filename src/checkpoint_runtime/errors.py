@@ -174,6 +174,20 @@ class ForeignShardError(CorruptShardError):
     """An object looks like one of our shards but its labels, name or annotations disagree."""
 
 
+class ForeignHeadError(ForeignShardError):
+    """A shard head the store did not write: it is not sealed with the store key (a neighbour
+    created or rewrote it). Never read as state: the runtime opens without it, does not run
+    its collector and is not ready until an operator sets the object aside."""
+
+    def __init__(self, shard: str, name: str, reason: str) -> None:
+        super().__init__(shard, reason)
+        self.name = name
+        self.args = (
+            f"shard {shard!r}: its head {name} was not written by this store ({reason}); "
+            "refused, never read as state",
+        )
+
+
 class ApiRefusedError(CheckpointError):
     """The API server gave a definitive answer the store cannot act on (403, 400, other 422)."""
 
@@ -318,6 +332,15 @@ class InputLimitError(ConfigError):
 
 class ChartError(CheckpointError):
     """The chart folder the gate was pointed at cannot be loaded or rendered."""
+
+
+class AdmissionPolicyNotEnforcedError(CheckpointError):
+    """The config says the store's admission policy is installed, and the API server does not
+    enforce it: `run` refuses to start (runtime/admission.py)."""
+
+    def __init__(self, policy: str, reason: str) -> None:
+        super().__init__(f"admission policy {policy} is not enforced: {reason}")
+        self.policy = policy
 
 
 class LeadershipLostError(CheckpointError):

@@ -13,10 +13,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from checkpoint_runtime.constants import LABEL_COMPONENT, LABEL_STORE
 from checkpoint_runtime.election.elector import LeaderElector, LeadershipLostError
+from checkpoint_runtime.election.foreign import LeaseVetting
 from checkpoint_runtime.election.lease_lock import LeaseRecord, wire_time
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import ConfigError
+from checkpoint_runtime.format.naming import lease_labels
 
 
 @dataclass
@@ -54,6 +57,7 @@ class FakeLock:
     server: FakeLeaseServer
     identity: str
     uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
     seen_version: int | None = None
     after_get: Callable[[], None] | None = None
 
@@ -404,3 +408,97 @@ def test_a_term_is_never_seen_half_written() -> None:
     term = candidate.term()
     assert term is not None
     assert (candidate.epoch, candidate.lease_uid) == (term.epoch, "lease-uid-1")
+
+
+# -- a Lease none of the store's replicas wrote ---------------------------------------------------
+
+SQUATTED = LeaseRecord("beta-squatter", 2_147_483_647, None, None, 0)
+
+
+def vetted(server: FakeLeaseServer, clock: FakeClock, **lock: object) -> LeaderElector:
+    return LeaderElector(
+        FakeLock(server, "alpha-7d9f_0a1b2c3d", **lock),  # type: ignore[arg-type]
+        TIMINGS,
+        clock=clock,
+        wall_clock=clock.wall,
+        vetting=LeaseVetting(int(TIMINGS.lease_duration), lease_labels("alpha")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "labels", "named"),
+    [
+        (SQUATTED, {}, "leaseDurationSeconds 2147483647"),
+        (replace(SQUATTED, lease_duration_seconds=301), {}, "leaseDurationSeconds 301"),
+        (
+            replace(SQUATTED, holder_identity="Beta Squatter", lease_duration_seconds=15),
+            {},
+            "holder identity 'Beta Squatter'",
+        ),
+        (
+            replace(SQUATTED, lease_duration_seconds=15),
+            {LABEL_STORE: "0123456789abcdef"},
+            f"label {LABEL_STORE}='0123456789abcdef'",
+        ),
+        (
+            replace(SQUATTED, lease_duration_seconds=15),
+            {LABEL_COMPONENT: "checkpoint-shard"},
+            f"label {LABEL_COMPONENT}=",
+        ),
+    ],
+)
+def test_a_foreign_lease_is_named_at_the_first_read(
+    record: LeaseRecord, labels: dict[str, str], named: str
+) -> None:
+    clock, server = FakeClock(), FakeLeaseServer(record=record)
+    candidate = vetted(server, clock, labels=labels)
+    assert not candidate.try_acquire_or_renew()
+    assert candidate.foreign is not None
+    assert named in candidate.foreign
+    assert server.writes == []  # reported, not fought over
+
+
+@pytest.mark.parametrize(
+    ("record", "labels"),
+    [
+        (
+            replace(SQUATTED, holder_identity="runtime-a", lease_duration_seconds=15),
+            {},
+        ),  # an earlier release's
+        (
+            replace(
+                SQUATTED, holder_identity="alpha-5c6d7-x2k9p_0f0f0f0f", lease_duration_seconds=300
+            ),
+            lease_labels("alpha"),
+        ),
+        (
+            replace(SQUATTED, holder_identity="", lease_duration_seconds=1),
+            {LABEL_STORE: "other"},
+        ),  # released: taken at once
+    ],
+)
+def test_a_replicas_lease_is_not_foreign(record: LeaseRecord, labels: dict[str, str]) -> None:
+    candidate = vetted(FakeLeaseServer(record=record), FakeClock(), labels=labels)
+    candidate.try_acquire_or_renew()
+    assert candidate.foreign is None
+
+
+def test_a_foreign_lease_that_expires_is_taken_over_and_no_longer_named() -> None:
+    clock = FakeClock()
+    server = FakeLeaseServer(
+        record=replace(SQUATTED, holder_identity="BAD", lease_duration_seconds=15)
+    )
+    candidate = vetted(server, clock)
+    assert not candidate.try_acquire_or_renew()
+    assert candidate.foreign is not None
+    clock.now += 16
+    assert candidate.try_acquire_or_renew()
+    assert candidate.foreign is None
+    assert server.record is not None
+    assert server.record.holder_identity == "alpha-7d9f_0a1b2c3d"
+
+
+def test_a_runtime_configured_past_the_charts_lease_duration_accepts_its_own() -> None:
+    vetting = LeaseVetting(3600, lease_labels("alpha"))
+    assert vetting.foreign(replace(SQUATTED, lease_duration_seconds=3600), {}) is None
+    assert vetting.foreign(replace(SQUATTED, lease_duration_seconds=3601), {}) is not None

@@ -205,3 +205,20 @@ def test_inspect_lists_the_stores_it_finds_instead_of_showing_zero_shards(tmp_pa
     )
     assert code == 0
     assert "1 shard(s)" in stdout
+
+
+def test_run_refuses_an_identity_its_replicas_would_take_for_a_foreign_holder(
+    tmp_path: Path,
+) -> None:
+    """A Lease holder that is not a candidate identity is named foreign by the other replicas
+    (election/foreign.py): `run --identity` is held to the same shape before it starts."""
+    config = {"store": {"backend": "file", "path": str(tmp_path / "cp")}, "collectors": []}
+    path = write_config(tmp_path / "config.json", config)
+    code, _, stderr = run_cli(
+        "run", "--config", str(path), "--identity", "Beta Squatter", cwd=tmp_path
+    )
+    assert code == 2
+    error = runtime_error_line(stderr)
+    assert (error["error"], error["key"]) == ("UsageError", "--identity")
+    assert "'Beta Squatter' is not a pod name" in error["msg"]
+    assert not (tmp_path / "cp").exists()  # refused before the store was touched

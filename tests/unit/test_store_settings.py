@@ -12,6 +12,7 @@ from checkpoint_runtime.constants import (
     DEFAULT_ETCD_QUOTA_BYTES,
     DEFAULT_MAX_CHUNKS,
     DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
+    LEASE_DURATION_MAX_SECONDS,
     MAX_CHUNKS_LIMIT,
 )
 from checkpoint_runtime.errors import ConfigError
@@ -74,3 +75,11 @@ def test_the_schema_documents_exactly_the_defaults_the_settings_apply() -> None:
         settings.timings.lease_duration == CONFIG_DEFAULTS["leaderElection"]["leaseDurationSeconds"]
     )
     assert (settings.http_port, settings.http_bind) == (8080, "0.0.0.0")
+
+
+def test_the_longest_lease_a_replica_holds_is_the_values_schemas_maximum() -> None:
+    """A Lease held for longer than the chart renders is named foreign (election/foreign.py):
+    the bound is the values schema's own maximum, not a copy that could drift from it."""
+    values = json.loads((schema_path().parent / "values.schema.json").read_text())
+    election = values["properties"]["checkpoint"]["properties"]["leaderElection"]
+    assert election["properties"]["leaseDurationSeconds"]["maximum"] == LEASE_DURATION_MAX_SECONDS

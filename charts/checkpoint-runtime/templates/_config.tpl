@@ -24,6 +24,7 @@ rendered as it is, with what only the chart knows added: the store's namespace a
 {{- $_ := set $config "leaderElection" (dict "enabled" false) }}
 {{- end }}
 {{- $_ := set $config "store" $store }}
+{{- if and .Values.admissionPolicy.enabled (include "checkpoint-runtime.kubernetesStore" .) }}{{- $_ := set $config "admissionPolicy" (dict "enabled" true "name" (include "checkpoint-runtime.admissionPolicyName" .)) }}{{- end }}
 {{- $sink := dict "kind" .Values.sink.kind }}
 {{- if eq .Values.sink.kind "file" }}
 {{- $_ := set $sink "path" .Values.sink.path }}

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from checkpoint_runtime.constants import (
     LEADER_ELECTION_JITTER_FACTOR,
 )
+from checkpoint_runtime.election.foreign import LeaseVetting
 from checkpoint_runtime.election.lease_lock import LeaseLock, LeaseRecord
 from checkpoint_runtime.election.timings import ElectionTimings
 from checkpoint_runtime.errors import CheckpointError, ConfigError
@@ -53,7 +54,7 @@ def default_identity(pod_name: str | None) -> str:
     The pod name alone would let a restarted container resume its predecessor's term (same
     holder) without a new epoch; the random suffix makes every process a new candidate.
     """
-    return f"{pod_name or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return f"{pod_name or socket.gethostname().lower()}_{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class LeaderElector:
         clock: Clock = time.monotonic,
         wall_clock: WallClock | None = None,
         sleep: Callable[[threading.Event, float], bool] | None = None,
+        vetting: LeaseVetting | None = None,
     ) -> None:
         if not lock.identity:
             raise ConfigError("leaderElection", "lock identity is empty")
@@ -96,6 +98,12 @@ class LeaderElector:
         """The Lease uid of our current or last term (kept after it ends), under `_mutex`."""
         self._writing = threading.Lock()
         """Serialises the Lease writes of the renew loop and `renew_above`."""
+        self._vetting = vetting
+        self._foreign: str | None = None
+        """Why the Lease last read is not one of the store's replicas' (None: it is, or we
+        hold it), under `_mutex`."""
+        self._looked = False
+        """A read of the Lease (or a write of it) succeeded at least once."""
 
     # ---- what the runtime asks -------------------------------------------------------------
 
@@ -155,6 +163,40 @@ class LeaderElector:
             )
             return renewal.epoch
 
+    def record_store_key(self, key: str, timeout: float | None = None) -> None:
+        """Write `key` as the store key on the Lease we hold: a guarded renewal (as
+        `renew_above`), so it lands only on the Lease object of our term, unchanged since.
+        Raises LeadershipLostError otherwise."""
+        timeout = self.timings.renew_deadline if timeout is None else timeout
+        with self._writing:
+            started = self._clock()
+            if not self.is_leader():
+                raise LeadershipLostError("not leading: cannot record the store key")
+            renewal = self._renewal(self._observed_record(), self._wall_clock())
+            self.lock.keep_store_key(key)
+            try:
+                self.lock.update(renewal, timeout)
+            except Exception as error:
+                raise LeadershipLostError(
+                    f"recording the store key on lease {self.lock.describe()} failed: {error}"
+                ) from error
+            self._succeeded(renewal, started)
+            log.info("recorded the store key on lease %s", self.lock.describe())
+
+    @property
+    def looked(self) -> bool:
+        """Whether the Lease has been read or written successfully yet: until then nobody
+        knows whether the Lease this candidate waits on is the store's."""
+        with self._mutex:
+            return self._looked
+
+    @property
+    def foreign(self) -> str | None:
+        """Why the Lease held by someone else is not one this store's replicas wrote (its
+        labels, holder identity or duration; `foreign.LeaseVetting`), or None."""
+        with self._mutex:
+            return self._foreign
+
     @property
     def observed_leader(self) -> str:
         with self._mutex:
@@ -212,6 +254,7 @@ class LeaderElector:
         except Exception as error:
             log.warning("reading lease %s failed: %s", self.lock.describe(), error)
             return False
+        self._vet(current)
         if current is None:
             return self._send(self.lock.create, "creating", desired, timeout, started)
 
@@ -365,6 +408,30 @@ class LeaderElector:
                 return False
             return self._observed_time + self._observed.lease_duration_seconds > now
 
+    def _vet(self, current: LeaseRecord | None) -> None:
+        """Judge a record just read: a foreign one is logged by name when first seen (and
+        when the reason changes), and `foreign` says why until a record passes again."""
+        with self._mutex:
+            self._looked = True
+        if self._vetting is None:
+            return
+        reason = None
+        if current is not None and current.holder_identity != self.identity:
+            reason = self._vetting.foreign(current, self.lock.labels)
+        with self._mutex:
+            changed, self._foreign = reason != self._foreign, reason
+        if changed and reason is not None:
+            log.error(
+                "lease %s is not this store's: %s (held by %r); a replica cannot lead while "
+                "it is held: remove it or let it expire",
+                self.lock.describe(),
+                reason,
+                current.holder_identity if current is not None else "",
+                extra={"error": "ForeignLeaseError", "lease": self.lock.describe()},
+            )
+        elif changed:
+            log.info("lease %s is this store's again", self.lock.describe())
+
     def _observe(self, record: LeaseRecord) -> None:
         with self._mutex:
             if record != self._observed:
@@ -379,6 +446,8 @@ class LeaderElector:
             self._observed_time = self._clock()
             self._term = term
             self._lease_uid = term.lease_uid
+            self._foreign = None
+            self._looked = True
         return True
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE
+from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE, ANNOTATION_STORE_KEY
 from checkpoint_runtime.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,6 +41,14 @@ class LeaseLock(Protocol):
     identity: str
     uid: str
     """metadata.uid of the Lease object last read or written ("" before that)."""
+    labels: Mapping[str, str]
+    """metadata.labels of the Lease object last read or written (empty before that)."""
+    store_key: str
+    """The store key (`ANNOTATION_STORE_KEY`) the Lease last read or written carries, or the
+    one given to `keep_store_key`; "" when neither. Every later create or update carries it."""
+
+    def keep_store_key(self, key: str) -> None:
+        """Carry `key` as the store key in every later create and update."""
 
     def describe(self) -> str: ...
 
@@ -66,9 +74,22 @@ def wire_time(value: datetime) -> datetime:
 
 
 class KubernetesLeaseLock:
-    """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update."""
+    """LeaseLock over CoordinationV1Api; sends the last seen resourceVersion on every update.
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str, identity: str) -> None:
+    The Lease it creates carries `labels` (the runtime passes the store's Lease labels,
+    `naming.lease_labels`), and every update sets them, keeping any other label: a Lease created
+    by an earlier release (no labels) or by someone else is labelled as the store's once one of
+    its replicas holds it.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         from kubernetes import client
 
         if not identity:
@@ -84,10 +105,26 @@ class KubernetesLeaseLock:
         self.name = name
         self.identity = identity
         self.uid = ""
+        self.labels: Mapping[str, str] = {}
+        self.store_key = ""
+        self._own_labels = dict(labels or {})
         self._metadata: client.V1ObjectMeta | None = None
 
     def describe(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def keep_store_key(self, key: str) -> None:
+        self.store_key = key
+
+    def _annotations(
+        self, annotations: Mapping[str, str] | None, record: LeaseRecord
+    ) -> dict[str, str]:
+        """What a write sends: the annotations last seen, the epoch base, and the store key we
+        know (kept across a Lease that was deleted meanwhile: its heads stay verifiable)."""
+        merged = _with_base(annotations, record)
+        if self.store_key:
+            merged[ANNOTATION_STORE_KEY] = self.store_key
+        return merged
 
     def get(self, timeout: float) -> LeaseRecord | None:
         from kubernetes.client.exceptions import ApiException
@@ -100,6 +137,7 @@ class KubernetesLeaseLock:
             if error.status == 404:
                 self._metadata = None
                 self.uid = ""
+                self.labels = {}
                 return None
             raise
         self._remember(lease)
@@ -114,7 +152,8 @@ class KubernetesLeaseLock:
             metadata=client.V1ObjectMeta(
                 name=self.name,
                 namespace=self.namespace,
-                annotations=_with_base(None, record),
+                labels=dict(self._own_labels) or None,
+                annotations=self._annotations(None, record),
             ),
             spec=_spec_of(record),
         )
@@ -133,8 +172,8 @@ class KubernetesLeaseLock:
             namespace=self._metadata.namespace,
             resource_version=self._metadata.resource_version,
             uid=self._metadata.uid,
-            labels=self._metadata.labels,
-            annotations=_with_base(self._metadata.annotations, record),
+            labels={**(self._metadata.labels or {}), **self._own_labels},
+            annotations=self._annotations(self._metadata.annotations, record),
         )
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
@@ -156,6 +195,10 @@ class KubernetesLeaseLock:
         if meta is None or not meta.resource_version:
             raise RuntimeError(f"lease {self.describe()}: the server returned no resourceVersion")
         self.uid = meta.uid or ""
+        self.labels = dict(meta.labels or {})
+        found = (meta.annotations or {}).get(ANNOTATION_STORE_KEY, "")
+        if found:  # a Lease without one keeps the key we knew (ours, to be written back)
+            self.store_key = found
         self._metadata = client.V1ObjectMeta(
             name=meta.name,
             namespace=meta.namespace,

@@ -33,6 +33,7 @@ from types import MappingProxyType
 from checkpoint_runtime.constants import (
     CHUNK_GENERATIONS,
     COMPONENT_CHUNK,
+    COMPONENT_LEASE,
     COMPONENT_SHARD,
     LABEL_COMPONENT,
     LABEL_STORE,
@@ -297,6 +298,11 @@ def store_label(lease_name: str) -> str:
 
 def shard_labels(lease_name: str) -> dict[str, str]:
     return {LABEL_COMPONENT: COMPONENT_SHARD, LABEL_STORE: store_label(lease_name)}
+
+
+def lease_labels(lease_name: str) -> dict[str, str]:
+    """The labels of the store's Lease: the store label, with the Lease component."""
+    return {LABEL_COMPONENT: COMPONENT_LEASE, LABEL_STORE: store_label(lease_name)}
 
 
 def chunk_labels(lease_name: str) -> dict[str, str]:

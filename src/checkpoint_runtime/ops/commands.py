@@ -23,6 +23,7 @@ from checkpoint_runtime.constants import (
     CONFIGMAP_VALUE_LIMIT,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_STORE_NAME,
+    LEASE_DURATION_SECONDS,
     MAX_DEADLINE_SECONDS,
     MIN_DEADLINE_SECONDS,
     PROJECTION_ADVICE_HEADROOM,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from checkpoint_runtime.backends.kubernetes import KubernetesBackend
     from checkpoint_runtime.runtime.settings import RuntimeSettings
     from checkpoint_runtime.store.core import Store
+    from checkpoint_runtime.store.seal import Sealing
 
 MIGRATE_WRITER = "checkpoint-runtime-migrate"
 SET_ASIDE_HELP = """\
@@ -171,23 +173,58 @@ def _open(backend: FileBackend | KubernetesBackend, **options: Any) -> Store:
         raise repair.with_repair(error, backend) from None
 
 
+def store_sealing(backend: FileBackend | KubernetesBackend) -> Sealing | None:
+    """The seal a command that writes heads uses: the store key on the store's Lease (so the
+    runtime reads what it writes), or None (the file store; a Lease without a key yet: the next
+    leader adopts what it finds). Credentials that cannot read the Lease are refused, since
+    heads written without the key would be refused as foreign."""
+    from checkpoint_runtime.runtime.lease import lease_report
+    from checkpoint_runtime.store.seal import Sealing, key_bytes
+
+    if isinstance(backend, FileBackend):
+        return None
+    lease, key = lease_report(backend, int(LEASE_DURATION_SECONDS))
+    if "error" in lease:
+        raise UsageError(
+            "--kubeconfig",
+            f"cannot read the store's Lease {lease['name']} ({lease['error']}), whose store key "
+            "seals the heads this command writes: use credentials that may get it",
+        )
+    raw = key_bytes(key) if key else None
+    return None if raw is None else Sealing(raw, backend.lease_name)
+
+
 def _print(args: argparse.Namespace, document: Any, text: str) -> None:
     print(json.dumps(document, indent=2, sort_keys=True) if args.json else text, flush=True)
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from checkpoint_runtime.runtime import repair
+    from checkpoint_runtime.runtime.lease import lease_report
     from checkpoint_runtime.store import migration  # the store and its metrics: not for project
+    from checkpoint_runtime.store.seal import Sealing, key_bytes
 
     selection = _select(args)
     backend = _open_chosen(selection, bool(args.legacy_name))
-    store = _open(backend, writer="inspect", deadline_seconds=selection.deadline)
     configured = None
+    own_duration = int(LEASE_DURATION_SECONDS)
     if args.config:  # mark the shards no collector of this config owns
-        configured = {c.namespace for c in _load_settings(args.config).collectors}
+        settings = _load_settings(args.config)
+        configured = {c.namespace for c in settings.collectors}
+        own_duration = int(settings.timings.lease_duration)
+    lease, sealing = None, None
+    if not isinstance(backend, FileBackend):  # the file store elects no leader
+        lease, key = lease_report(backend, own_duration)
+        if key_bytes(key) is not None:  # check each head's seal, as the runtime does
+            sealing = Sealing(key_bytes(key) or b"", backend.lease_name)
+    store = _open(backend, writer="inspect", deadline_seconds=selection.deadline, sealing=sealing)
     document = inspection.report(store, configured)
+    if lease is not None:
+        document["lease"] = lease
+        document["foreign_heads"] = inspection.foreign_heads(store)
     legacy = backend.read_legacy(store.new_deadline())
-    if document["shard_count"] == 0 and legacy is None:
+    if document["shard_count"] == 0 and legacy is None and not (lease or {}).get("exists"):
+        # (a store whose Lease exists is one, shards or not: its Lease is worth showing)
         names = backend.store_names(store.new_deadline())
         found = f"stores found there: {', '.join(names)}" if names else "no store has shards there"
         raise NoStoreError(selection.where, f"store {backend.lease_name!r} has no shards ({found})")
@@ -212,6 +249,11 @@ def _inspect(args: argparse.Namespace) -> int:
             f"\nquarantined row {key} = {quote(value)} (unparsable; kept, not read)"
             for key, value in quarantined
         )
+    if "lease" in document:
+        text += f"\n{inspection.lease_note(document['lease'])}"
+    if document.get("foreign_heads"):
+        hints = {shard: repair.hint(backend, shard) for shard in store.foreign}
+        text += f"\n{inspection.foreign_note(document, hints)}"
     for note in (inspection.unconfigured_note(document), inspection.unused_slots_note(document)):
         if note:
             text += f"\n{note}"
@@ -284,10 +326,16 @@ def _migrate(args: argparse.Namespace) -> int:
         raise NoLegacyError(f"{selection.where}: legacy {backend.legacy_name!r} does not exist")
     if args.from_legacy or args.keep_shards or args.start_empty:
         # An operator override: write under the newest epoch seen so no shard fences us (a
-        # leader that stamps a newer epoch meanwhile still fences this write).
+        # leader that stamps a newer epoch meanwhile still fences this write); the heads
+        # --from-legacy writes are sealed with the store key, so that the runtime reads them.
         newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
         store = Store.open(
-            backend, writer=MIGRATE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+            backend,
+            writer=MIGRATE_WRITER,
+            epoch=newest,
+            migrate=False,
+            deadline_seconds=deadline,
+            sealing=store_sealing(backend) if args.from_legacy else None,  # it writes heads
         )
         resolve = (
             migration.resolve_from_legacy

@@ -10,7 +10,7 @@ from typing import Any
 
 from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.errors import ExitCode
-from checkpoint_runtime.ops.commands import _print, _select, _store_arguments
+from checkpoint_runtime.ops.commands import _print, _select, _store_arguments, store_sealing
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2
 
@@ -22,12 +22,24 @@ def _downgrade(args: argparse.Namespace) -> int:
     backend, deadline = selection.open(), selection.deadline
     store = Store.open(backend, writer=DOWNGRADE_WRITER, migrate=False, deadline_seconds=deadline)
     newest = max((s.stamp.epoch for s in store.shard_states().values()), default=0)
+    sealing = store_sealing(backend)  # what it rewrites stays readable by this release too
     store = Store.open(
-        backend, writer=DOWNGRADE_WRITER, epoch=newest, migrate=False, deadline_seconds=deadline
+        backend,
+        writer=DOWNGRADE_WRITER,
+        epoch=newest,
+        migrate=False,
+        deadline_seconds=deadline,
+        sealing=sealing,
     )
-    report = downgrade_to_v2(store.shard_states(), backend, store.fence, store.new_deadline())
+    report = downgrade_to_v2(
+        store.shard_states(), backend, store.fence, store.new_deadline(), sealing
+    )
     lines = [f"rewritten as gzip-shards-v2: {', '.join(report.rewritten) or '-'}"]
     lines.append(f"already in an older format: {', '.join(report.unchanged) or '-'}")
+    if store.foreign:
+        lines.append(
+            f"not written by this store, left as they are: {', '.join(sorted(store.foreign))}"
+        )
     for shard, size in sorted(report.too_large.items()):
         lines.append(
             f"cannot be rewritten: {shard} needs {size} bytes in one object (limit "

@@ -5,7 +5,7 @@ Reading only: the store is opened without migration, so inspecting never writes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from checkpoint_runtime.constants import ANNOTATION_FORMAT, CONFIGMAP_VALUE_LIMIT
@@ -74,6 +74,47 @@ def report(store: Store, configured: Collection[str] | None = None) -> dict[str,
             shard["configured"] = shard["shard"] in configured
         document["unconfigured_shards"] = [s["shard"] for s in shards if not s["configured"]]
     return document
+
+
+def lease_note(lease: dict[str, Any]) -> str:
+    """The line `inspect` prints about the store's Lease."""
+    name = lease["name"]
+    if "error" in lease:
+        return f"lease {name}: not readable with these credentials ({lease['error']})"
+    if not lease["exists"]:
+        return f"lease {name}: does not exist (the first replica to run creates it)"
+    held = (
+        f"held by {lease['holder']!r} for {lease['lease_duration_seconds']} s"
+        if lease["holder"]
+        else "released"
+    )
+    line = f"lease {name}: {held}, {lease['lease_transitions']} transition(s)"
+    if not lease["store_key"]:
+        line += ", no store key yet (heads are not checked: the next leader seals them)"
+    if lease["foreign"]:
+        line += (
+            f"; FOREIGN: {lease['foreign']} (no replica of this store can lead while it is "
+            "held: remove it, or let it expire)"
+        )
+    return line
+
+
+def foreign_heads(store: Store) -> list[dict[str, Any]]:
+    """Heads the store key does not seal: never read (their rows are not in the report)."""
+    return [
+        {"shard": shard, "object": refused.name, "reason": refused.reason}
+        for shard, refused in sorted(store.foreign.items())
+    ]
+
+
+def foreign_note(document: dict[str, Any], hints: Mapping[str, str]) -> str:
+    """The lines `inspect` prints about heads the store did not write (`hints`: per shard,
+    how to set its object aside)."""
+    return "\n".join(
+        f"FOREIGN head {entry['object']} of shard {entry['shard']}: {entry['reason']} (not "
+        f"read; the runtime does not run its collector). {hints.get(entry['shard'], '')}"
+        for entry in document.get("foreign_heads", [])
+    )
 
 
 def unused_slots(store: Store) -> list[dict[str, Any]]:

@@ -32,14 +32,17 @@ from checkpoint_runtime.errors import (
     LeadershipLostError,
     leaves,
 )
-from checkpoint_runtime.runtime import logs, repair
+from checkpoint_runtime.retry import Deadline
+from checkpoint_runtime.runtime import admission, logs, repair
 from checkpoint_runtime.runtime.backend import lease_client, open_backend
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
+from checkpoint_runtime.runtime.lease import lease_lock, vetting
 from checkpoint_runtime.runtime.metrics import RuntimeMetrics
 from checkpoint_runtime.runtime.settings import RuntimeSettings, configured_shards
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
+from checkpoint_runtime.store.seal import Sealing, key_bytes, new_store_key
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -80,6 +83,8 @@ class Runtime:
         self._wake = threading.Event()
         self._fatal: list[BaseException] = []
         self._election: ElectionThread | None = None
+        self._foreign_heads: list[str] = []
+        """Shards whose head the open refused as not the store's (their collectors do not run)."""
         self.http: HealthServer | None = None
 
     # ---- control ----------------------------------------------------------------------------
@@ -106,6 +111,18 @@ class Runtime:
         return True, f"ok ({self.phase})"
 
     def ready(self) -> tuple[bool, str]:
+        """A standby is ready (a rollout need not wait on an election) once it has read the
+        Lease it waits on, unless that Lease is not its store's: then it may never lead, and
+        says why."""
+        election = self._election
+        foreign = None if election is None else election.elector.foreign
+        if self.phase == "standby" and foreign is not None:
+            return False, f"standby on a foreign lease: {foreign}"
+        if self.phase == "standby" and election is not None and not election.elector.looked:
+            return False, "standby: the lease was not read yet"
+        if self.phase == "leading" and self._foreign_heads:
+            heads = ", ".join(self._foreign_heads)
+            return False, f"leading, but refused foreign shard heads (not collecting): {heads}"
         if self.phase in ("standby", "leading"):
             return True, self.phase
         return False, self.phase
@@ -125,6 +142,11 @@ class Runtime:
         try:
             backend, lease = self._open_backend()
         except CheckpointError as error:
+            return logs.refused(log, error)
+        try:  # the guard the config says is on, proven before anything is read or elected
+            self._check_admission_policy(backend)
+        except CheckpointError as error:
+            backend.close()
             return logs.refused(log, error)
         try:
             self.http = HealthServer(
@@ -172,14 +194,26 @@ class Runtime:
             return backend, None
         return backend, _Lease(lease_client(backend), backend.namespace)
 
+    def _check_admission_policy(self, backend: Backend) -> None:
+        """With an admission policy in the config, prove the API server enforces it."""
+        policy = self.settings.admission_policy
+        if policy is None or isinstance(backend, FileBackend):
+            return
+        from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+
+        assert isinstance(backend, KubernetesBackend)
+        admission.check_enforced(backend, policy, Deadline(self.settings.store.deadline_seconds))
+        log.info("admission policy enforced", extra={"policy": policy})
+
     def _elect(self, lease: _Lease) -> Term | None:
         """Wait until we lead; our term, or None if asked to stop first."""
-        from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
-
         store = self.settings.store
         namespace = lease.namespace
-        lock = KubernetesLeaseLock(lease.api, namespace, store.lease_name, self.identity)
-        elector = LeaderElector(lock, self.settings.timings)
+        lock = lease_lock(lease.api, namespace, store.lease_name, self.identity)
+        timings = self.settings.timings
+        shape = vetting(store.lease_name, int(timings.lease_duration))
+        elector = LeaderElector(lock, timings, vetting=shape)
+        self.metrics.foreign_lease.set_function(lambda: float(elector.foreign is not None))
         self._election = ElectionThread(elector)
         self._election.start()
         self.phase = "standby"
@@ -203,8 +237,38 @@ class Runtime:
         deadline = store.new_deadline()
         found = store.shard_states()
         for collector in self.settings.collectors:
-            if collector.namespace not in found:
+            if collector.namespace not in found and collector.namespace not in store.foreign:
                 backend.read_shard(collector.namespace, deadline)
+
+    def _sealing(self) -> tuple[Sealing | None, str]:
+        """The seal of an elected store: the store key its Lease carries, or a new one (then
+        returned too, to be recorded once every head is sealed with it: trust on first use).
+        None without election (the file store: no Lease to keep a key, no neighbour)."""
+        if self._election is None:
+            return None, ""
+        lock = self._election.elector.lock
+        key = key_bytes(lock.store_key) if lock.store_key else None
+        if key is not None:
+            return Sealing(key, self.settings.store.lease_name), ""
+        new_key = new_store_key()
+        log.info(
+            "the lease carries no store key: adopting the stored heads as they are and sealing "
+            "them with a new key",
+            extra={"lease": lock.describe()},
+        )
+        return Sealing(key_bytes(new_key) or b"", self.settings.store.lease_name, True), new_key
+
+    def _refuse_foreign_heads(self, store: Store, backend: Backend) -> None:
+        """Name every head the open refused (not sealed by this store): it is not read, its
+        collector does not run, and the process is not ready until it is set aside."""
+        self._foreign_heads = sorted(store.foreign)
+        for shard, refused in sorted(store.foreign.items()):
+            log.error(
+                "%s. %s",
+                refused,
+                repair.hint(backend, shard),  # type: ignore[arg-type]
+                extra={"error": type(refused).__name__, "shard": shard, "object": refused.name},
+            )
 
     def _leading(self) -> bool:
         return self._election is None or self._election.elector.is_leader()
@@ -218,6 +282,7 @@ class Runtime:
                 return self._finish(None)
             epoch, lease_uid = elected.epoch, elected.lease_uid
         self.phase = "opening"
+        sealing, new_key = self._sealing()
         try:
             store = Store.open(
                 backend,
@@ -231,12 +296,16 @@ class Runtime:
                 max_chunks=settings.store.max_chunks,
                 write_budget_bytes_per_second=settings.store.write_budget_bytes_per_second,
                 kinds=settings.kinds.shapes,
+                sealing=sealing,
             )
+            self._refuse_foreign_heads(store, backend)
             self._check_absent_shards(store, backend)
             if self._election is not None:
                 # before any collector runs; renew_above lets a leader of a recreated Lease
                 # prove it leads and take over shards stamped under the old one.
                 store.take_ownership(self._election.elector.renew_above)
+                if new_key:  # every head is sealed with it now: only now may it be trusted
+                    self._election.elector.record_store_key(new_key)
         except (CheckpointError, ExceptionGroup) as error:
             self._on_fatal(repair.with_repair(error, backend))
             return self._finish(None)
@@ -250,6 +319,7 @@ class Runtime:
         collectors = [
             CountingCollector(c, self.metrics, self._leading)
             for c in self._collectors(guarded, sink)
+            if c.namespace not in store.foreign
         ]
         runner = CollectorRunner(collectors, self._on_fatal)
         persister = Debouncer(store, self._on_fatal, leading=self._leading)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.errors import CheckpointError, ExitCode, UsageError
+from checkpoint_runtime.errors import CheckpointError, ExitCode, UsageError, quote
 from checkpoint_runtime.runtime import logs, projection, startup
 from checkpoint_runtime.runtime.settings import load_document
 
@@ -118,9 +118,20 @@ def main(args: argparse.Namespace) -> int:
     # The lifecycle (HTTP, metrics, election, the store backends) only once the config is
     # accepted and the runtime starts: `--check-config` needs none of it.
     from checkpoint_runtime.election.elector import default_identity
+    from checkpoint_runtime.election.foreign import valid_identity
     from checkpoint_runtime.runtime.lifecycle import Runtime
 
     identity = args.identity or default_identity(os.environ.get("POD_NAME"))
+    if not valid_identity(identity):
+        # its replicas would take this holder for a foreign one (election/foreign.py)
+        return logs.refused(
+            log,
+            UsageError(
+                "--identity",
+                f"{quote(identity)} is not a pod name (lowercase letters, digits, '-', '.'), "
+                "optionally followed by _ and 8 hex digits",
+            ),
+        )
     runtime = Runtime(settings, identity=identity, kubeconfig=args.kubeconfig)
     if args.http_port is not None:
         runtime.http_port = args.http_port

@@ -19,6 +19,13 @@ class RuntimeMetrics:
     def __post_init__(self) -> None:
         r = self.store.registry
         self.epoch = Gauge("checkpoint_leader_epoch", "Leadership epoch of our term", registry=r)
+        self.foreign_lease = Gauge(
+            "checkpoint_lease_foreign",
+            "1 while the store's Lease is held in a shape none of its replicas writes (labels, "
+            "holder identity, duration): a standby that may never lead (not ready; the log "
+            "names the Lease and why)",
+            registry=r,
+        )
         self.quarantined = Gauge(
             "checkpoint_quarantined_rows",
             "Rows a collector could not parse, kept aside with their original value "

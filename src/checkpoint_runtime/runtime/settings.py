@@ -102,6 +102,9 @@ class RuntimeSettings:
     kinds: KindTable = BUILTIN
     """The collector kinds the config was parsed with; the projection and the process look a
     collector's kind up here."""
+    admission_policy: str | None = None
+    """The name of the store's ValidatingAdmissionPolicy (and binding) when the config says it
+    is enabled: `run` proves it is enforced before it starts (runtime/admission.py)."""
 
 
 def schema_path() -> Path:
@@ -217,7 +220,20 @@ def parse(document: dict[str, Any], kinds: KindTable = BUILTIN) -> RuntimeSettin
         sink_path=sink.get("path"),
         collectors=collectors,
         kinds=kinds,
+        admission_policy=_admission_policy(document, backend),
     )
+
+
+def _admission_policy(document: dict[str, Any], backend: str) -> str | None:
+    """The policy name when the config enables one (the kubernetes store only has one)."""
+    policy = document.get("admissionPolicy") or {}
+    if not policy.get("enabled"):
+        return None
+    if backend != "kubernetes":
+        raise ConfigError(
+            "admissionPolicy.enabled", "an admission policy needs the kubernetes store"
+        )
+    return str(policy["name"])
 
 
 def _integral(value: Any) -> Any:

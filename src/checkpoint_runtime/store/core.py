@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
+from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
 from checkpoint_runtime.constants import (
     ANNOTATION_COMPRESSED_BYTES,
     ANNOTATION_FORMAT,
@@ -36,6 +36,7 @@ from checkpoint_runtime.errors import (
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
+    ForeignHeadError,
     ForeignShardError,
     OversizeError,
     UnconfiguredShardError,
@@ -100,6 +101,11 @@ class Store:
         self._write_locks: dict[str, threading.Lock] = {}
         """Per shard: writes to one shard are serialised, writes to different shards are not."""
         self.budget = WriteBudget(options.write_budget_bytes_per_second, self._clock)
+        self.sealing = options.sealing
+        """Heads are sealed when written and checked when read (store/seal.py); None: not."""
+        self.foreign: dict[str, ForeignHeadError] = {}
+        """Shards whose head the last load refused as not written by this store (not sealed
+        with the store key): never read; writes to them are refused."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -140,21 +146,45 @@ class Store:
     def load(self, deadline: Deadline) -> None:
         """Replace memory with the stored shards; raises before changing anything."""
         loaded: dict[str, ShardState] = {}
+        foreign: dict[str, ForeignHeadError] = {}
         found = opening.discover(self.backend, self.configured, deadline)
+        found = [stored for stored in found if not self._refused(stored, foreign)]
         heads = opening.heads(found, self.options.kinds)
         slots = opening.slots(self.backend, heads, self.configured, deadline)
         for stored in found:
             head = heads.pop(stored.shard, None)
-            state = opening.decode(slots, stored, deadline, head, self.options.kinds)
+            try:
+                state = opening.decode(
+                    slots, stored, deadline, head, self.options.kinds, self.sealing
+                )
+            except ForeignHeadError as refused:  # rewritten by someone else while we read
+                foreign[stored.shard] = refused
+                continue
             if state is not None:
                 loaded[state.key] = state
         with self._lock:
             for gone in set(self._shards) - set(loaded):
                 self.metrics.forget_shard(gone)
+            for shard in set(self.foreign) - set(foreign):
+                self.metrics.foreign.remove(shard)
+            for shard in foreign:
+                self.metrics.foreign.labels(shard).set(1)
+            self.foreign = foreign
             self._shards = loaded
             for state in loaded.values():
                 self._observe(state)
             self.metrics.shards.set(len(loaded))
+
+    def _refused(self, stored: StoredShard, foreign: dict[str, ForeignHeadError]) -> bool:
+        """Whether `stored` is a head this store did not write (recorded in `foreign`)."""
+        if self.sealing is None:
+            return False
+        try:
+            self.sealing.check(stored.shard, stored.name, stored.blob, stored.annotations)
+        except ForeignHeadError as refused:
+            foreign[stored.shard] = refused
+            return True
+        return False
 
     def reload(self, shard: str) -> None:
         """Replace one shard in memory with its stored copy (its rows, version and stamp).
@@ -171,8 +201,12 @@ class Store:
         deadline = self.new_deadline()
         with self._writing(shard, deadline, "write in flight"):
             stored = self.backend.read_shard(shard, deadline)
-            state = opening.decode(self.backend, stored, deadline, kinds=self.options.kinds)
+            state = opening.decode(
+                self.backend, stored, deadline, kinds=self.options.kinds, sealing=self.sealing
+            )
             with self._lock:
+                if self.foreign.pop(shard, None) is not None:
+                    self.metrics.foreign.remove(shard)
                 if state is None:
                     self._shards.pop(shard, None)
                     self.metrics.forget_shard(shard)
@@ -249,7 +283,13 @@ class Store:
 
     def require_configured(self, shards: Iterable[str], why: str) -> None:
         """With discovery by name, refuse shards the store was not configured with (it has not
-        read them, and a write would meet one that exists as a conflict)."""
+        read them, and a write would meet one that exists as a conflict); and refuse a shard
+        whose head is foreign (the write would meet, or replace, an object we did not write)."""
+        shards = list(shards)
+        with self._lock:
+            refused = [self.foreign[shard] for shard in shards if shard in self.foreign]
+        if refused:
+            raise refused[0]
         if self.configured is None:
             return
         unknown = sorted(set(shards) - self.configured)
@@ -323,6 +363,9 @@ class Store:
         were read, proves we are the current leader, and the raised epoch keeps epochs growing.
         A shard stamped with a newer epoch of our own Lease object is always refused (we were
         deposed); so is every shard we do not dominate when no `renew_above` is given.
+
+        A store adopting unsealed heads (a new store key, `Sealing.adopt`) seals every one here
+        (each is restamped) and adopts nothing after.
         """
         if renew_above is not None:
             self.fence.renew_above = renew_above
@@ -340,6 +383,9 @@ class Store:
                     self.fence.check(state.key, state.stamp)
                     self._mark_dirty(state, now)
         self.flush()
+        if self.sealing is not None and self.sealing.adopt:
+            # every head is sealed now: from here on an unsealed one is foreign
+            self.sealing = replace(self.sealing, adopt=False)
 
     def _persist(self, keys: Iterable[str], deadline: Deadline) -> None:
         """Persist `keys` under one shared deadline: different shards concurrently (a small
@@ -585,11 +631,11 @@ class Store:
             except ConflictError as exists:
                 stamp, result = self._take_over_created(write, exists, deadline)
         else:
-            annotations = {
-                **state.head_annotations,
-                **stamp.annotations(),
-                ANNOTATION_WRITE_ID: _id(),
-            }
+            annotations = self._sealed(
+                key,
+                state.head_blob,
+                {**state.head_annotations, **stamp.annotations(), ANNOTATION_WRITE_ID: _id()},
+            )
             write = ShardWrite(key, state.head_blob, annotations)
             result = self.backend.update_shard(write, version, deadline)
         self.metrics.api_bytes_written.labels(key).inc(len(write.blob))
@@ -631,11 +677,16 @@ class Store:
             raise exists from unreadable  # not a shard of ours: a conflict, never taken over
         if stored is None:
             raise exists
+        if self.sealing is not None:  # a neighbour's object under our shard's name: named
+            self.sealing.check(stored.shard, stored.name, stored.blob, stored.annotations)
         theirs = Stamp.from_annotations(write.shard, stored.annotations)
         stamp = self.fence.take_over_created(write.shard, theirs)
         if stamp is None:
             raise exists
-        taken = ShardWrite(write.shard, write.blob, {**write.annotations, **stamp.annotations()})
+        annotations = self._sealed(
+            write.shard, write.blob, {**write.annotations, **stamp.annotations()}
+        )
+        taken = ShardWrite(write.shard, write.blob, annotations)
         return stamp, self.backend.update_shard(taken, stored.version, deadline)
 
     def _annotations(
@@ -659,7 +710,11 @@ class Store:
         }
         if digest is not None:
             annotations[ANNOTATION_LEGACY_DIGEST] = digest
-        return annotations
+        return self._sealed(key, head.blob, annotations)
+
+    def _sealed(self, key: str, blob: bytes, annotations: dict[str, str]) -> dict[str, str]:
+        """A head's annotations with its seal, when the store seals."""
+        return annotations if self.sealing is None else self.sealing.sealed(key, blob, annotations)
 
     def _observe(self, state: ShardState, stored_rows: int | None = None) -> None:
         """Export the stored copy's sizes (rows as written, not as changed since)."""

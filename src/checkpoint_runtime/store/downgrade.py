@@ -27,6 +27,7 @@ from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store.planner import Fence, ShardState, check_not_fenced
+from checkpoint_runtime.store.seal import Sealing
 
 
 @dataclass
@@ -39,9 +40,14 @@ class DowngradeReport:
 
 
 def downgrade_to_v2(
-    states: dict[str, ShardState], backend: Backend, fence: Fence, deadline: Deadline
+    states: dict[str, ShardState],
+    backend: Backend,
+    fence: Fence,
+    deadline: Deadline,
+    sealing: Sealing | None = None,
 ) -> DowngradeReport:
-    """Rewrite every v3 shard of `states` (as read) as v2 where it fits; report the rest."""
+    """Rewrite every v3 shard of `states` (as read) as v2 where it fits, sealed with `sealing`
+    when given (store/seal.py); report the rest."""
     report = DowngradeReport()
     for key, state in sorted(states.items()):
         if state.version is None:
@@ -67,6 +73,8 @@ def downgrade_to_v2(
             ANNOTATION_ROWS: str(encoded.rows),
             ANNOTATION_WRITE_ID: uuid.uuid4().hex,
         }
+        if sealing is not None:
+            annotations = sealing.sealed(key, encoded.blob, annotations)
         write = ShardWrite(key, encoded.blob, annotations)
         backend.update_shard(write, state.version, deadline)
         report.rewritten.append(key)

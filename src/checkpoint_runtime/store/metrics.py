@@ -32,6 +32,13 @@ class StoreMetrics:
             registry=r,
         )
         self.rows = Gauge("checkpoint_shard_rows", "Rows in the shard", ["shard"], registry=r)
+        self.foreign = Gauge(
+            "checkpoint_shard_foreign",
+            "1 for a shard whose head the store did not write (not sealed with its store key): "
+            "refused, never read; its collector does not run until the object is set aside",
+            ["shard"],
+            registry=r,
+        )
         self.compression_ratio = Gauge(
             "checkpoint_shard_compression_ratio",
             "Raw bytes / compressed bytes",

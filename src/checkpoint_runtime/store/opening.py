@@ -30,6 +30,7 @@ from checkpoint_runtime.format import codec, codec_v3
 from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 from checkpoint_runtime.retry import Backoff, Deadline
 from checkpoint_runtime.store.planner import Layout, ShardState, Stamp
+from checkpoint_runtime.store.seal import Sealing
 
 
 def _int_annotation(annotations: Mapping[str, str], key: str) -> int:
@@ -183,15 +184,20 @@ def decode(
     deadline: Deadline,
     head: codec_v3.DecodedHead | None = None,
     kinds: Kinds = COLLECTOR_KINDS,
+    sealing: Sealing | None = None,
 ) -> ShardState | None:
     """A shard's state from its stored head (`head`: already decoded from `stored`) and its
     chunks, its rows spelled by the grammar of `kinds`; None if it is not stored (`stored`
-    None) or disappeared meanwhile. Fails closed (CorruptShardError and its kin); never writes."""
+    None) or disappeared meanwhile. Fails closed (CorruptShardError and its kin); never writes.
+    With `sealing`, every head read (the first and any re-read) is checked before it is decoded:
+    one the store did not write raises ForeignHeadError."""
     if stored is None:
         return None
     source = backend if isinstance(backend, Slots) else Slots(backend)
     backoff = Backoff()
     for _ in range(CHUNK_REREAD_ATTEMPTS):
+        if sealing is not None:
+            sealing.check(stored.shard, stored.name, stored.blob, stored.annotations)
         if not codec_v3.is_v3(stored.shard, stored.blob):
             decoded = codec.decode_stored(stored.shard, stored.blob, kinds)
             _check_annotations(stored, decoded.format)

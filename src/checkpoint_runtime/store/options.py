@@ -17,6 +17,7 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import ConfigError
 from checkpoint_runtime.format.naming import COLLECTOR_KINDS, Kinds
 from checkpoint_runtime.store.metrics import StoreMetrics
+from checkpoint_runtime.store.seal import Sealing
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class StoreOptions:
     kinds: Kinds = field(default_factory=lambda: COLLECTOR_KINDS)
     """The collector kinds whose keys it reads and writes: a kind table's `shapes`."""
     metrics: StoreMetrics | None = None
+    sealing: Sealing | None = None
+    """Seal every head written and refuse every head read that is not sealed with the store
+    key (store/seal.py); None: no seal (the file store, the operator commands)."""
     clock: Callable[[], float] = field(default=time.monotonic)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,66 @@
+"""The store's Lease as the runtime and the operator commands see it: the lock over it with the
+store's Lease labels, the shape its replicas write it in (`election.foreign`), and what
+`inspect` shows of it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from checkpoint_runtime.constants import DEFAULT_DEADLINE_SECONDS
+from checkpoint_runtime.election.foreign import LeaseVetting
+from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
+from checkpoint_runtime.format.naming import lease_labels
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
+
+
+def lease_lock(
+    api: client.ApiClient, namespace: str, lease_name: str, identity: str
+) -> KubernetesLeaseLock:
+    """The lock over the store's Lease, labelling it as the store's when it writes it."""
+    return KubernetesLeaseLock(api, namespace, lease_name, identity, lease_labels(lease_name))
+
+
+def vetting(lease_name: str, own_duration: int) -> LeaseVetting:
+    """The shape the store's replicas write its Lease in (`own_duration`: this runtime's
+    configured leaseDurationSeconds)."""
+    return LeaseVetting(own_duration, lease_labels(lease_name))
+
+
+def lease_report(backend: KubernetesBackend, own_duration: int) -> tuple[dict[str, Any], str]:
+    """The store's Lease as `inspect` shows it: holder, duration, transitions, labels, whether
+    it carries a store key (never the key), and why it is foreign (None: one of the store's
+    replicas can have written it); and the store key ("" if none), to check the heads' seals
+    with. A Lease that does not exist says so; one the credentials cannot read, the API's
+    answer."""
+    from kubernetes.client.exceptions import ApiException
+
+    from checkpoint_runtime.runtime.backend import lease_client
+
+    api = lease_client(backend)
+    try:
+        lock = lease_lock(api, backend.namespace, backend.lease_name, "inspect")
+        name = lock.describe()
+        try:
+            record = lock.get(timeout=DEFAULT_DEADLINE_SECONDS)
+        except ApiException as error:
+            return {"name": name, "error": f"{error.status} {error.reason}"}, ""
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    if record is None:
+        return {"name": name, "exists": False, "foreign": None}, ""
+    report = {
+        "name": name,
+        "exists": True,
+        "uid": lock.uid,
+        "holder": record.holder_identity,
+        "lease_duration_seconds": record.lease_duration_seconds,
+        "lease_transitions": record.lease_transitions,
+        "labels": dict(lock.labels),
+        "foreign": vetting(backend.lease_name, own_duration).foreign(record, lock.labels),
+        "store_key": bool(lock.store_key),
+    }
+    return report, lock.store_key

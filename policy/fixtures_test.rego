@@ -748,7 +748,7 @@ fixture_admission_release := [
 	{
 		"apiVersion": "v1",
 		"data": {
-			"config.json": "{\n  \"collectors\": [\n    {\n      \"kind\": \"flowlogs\",\n      \"url\": \"http://flows.example:8080/v1\"\n    }\n  ],\n  \"http\": {\n    \"bindAddress\": \"0.0.0.0\",\n    \"port\": 8080\n  },\n  \"leaderElection\": {\n    \"enabled\": true,\n    \"leaseDurationSeconds\": 15,\n    \"renewDeadlineSeconds\": 10,\n    \"retryPeriodSeconds\": 2\n  },\n  \"sink\": {\n    \"kind\": \"stdout\"\n  },\n  \"store\": {\n    \"backend\": \"kubernetes\",\n    \"deadlineSeconds\": 30,\n    \"debounceSeconds\": 1,\n    \"discovery\": \"names\",\n    \"etcdQuotaBytes\": 2147483648,\n    \"leaseName\": \"cr-checkpoint-runtime\",\n    \"legacyConfigMap\": \"old-checkpoints\",\n    \"maxChunks\": 8,\n    \"namespace\": \"ns1\",\n    \"writeBudgetBytesPerSecond\": 262144\n  }\n}\n",
+			"config.json": "{\n  \"admissionPolicy\": {\n    \"enabled\": true,\n    \"name\": \"cr-checkpoint-runtime.ns1\"\n  },\n  \"collectors\": [\n    {\n      \"kind\": \"flowlogs\",\n      \"url\": \"http://flows.example:8080/v1\"\n    }\n  ],\n  \"http\": {\n    \"bindAddress\": \"0.0.0.0\",\n    \"port\": 8080\n  },\n  \"leaderElection\": {\n    \"enabled\": true,\n    \"leaseDurationSeconds\": 15,\n    \"renewDeadlineSeconds\": 10,\n    \"retryPeriodSeconds\": 2\n  },\n  \"sink\": {\n    \"kind\": \"stdout\"\n  },\n  \"store\": {\n    \"backend\": \"kubernetes\",\n    \"deadlineSeconds\": 30,\n    \"debounceSeconds\": 1,\n    \"discovery\": \"names\",\n    \"etcdQuotaBytes\": 2147483648,\n    \"leaseName\": \"cr-checkpoint-runtime\",\n    \"legacyConfigMap\": \"old-checkpoints\",\n    \"maxChunks\": 8,\n    \"namespace\": \"ns1\",\n    \"writeBudgetBytesPerSecond\": 262144\n  }\n}\n",
 		},
 		"kind": "ConfigMap",
 		"metadata": {
@@ -798,7 +798,7 @@ fixture_admission_release := [
 			"template": {
 				"metadata": {
 					"annotations": {
-						"checksum/config": "65580954cd700a7c29f212099cee80b02cb477fd94972743530452a3c10cac22",
+						"checksum/config": "b6f544b406c12584dbdcac1a90e20093d02204ab009a3657c2644182f08fa1f0",
 					},
 					"labels": {
 						"app.kubernetes.io/component": "runtime",

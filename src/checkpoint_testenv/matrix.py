@@ -75,8 +75,14 @@ def go_pin(go_mod: Path, module: str) -> str:
 @cache
 def matrix() -> tuple[Minor, ...]:
     """Every minor, oldest first: the main one and one per apiserver-1.N/ module."""
-    minors = [Minor(_env_value(VERSIONS_ENV, "KUBERNETES_VERSION"), main=True)]
-    for go_mod in sorted(TESTENV.glob("apiserver-1.*/go.mod")):
+    return read_matrix(TESTENV)
+
+
+def read_matrix(testenv: Path) -> tuple[Minor, ...]:
+    """The minors pinned under `testenv` (versions.env and apiserver-1.N/go.mod), oldest first;
+    a module whose pin is not its folder's minor, or a minor pinned twice, is an error."""
+    minors = [Minor(_env_value(testenv / VERSIONS_ENV.name, "KUBERNETES_VERSION"), main=True)]
+    for go_mod in sorted(testenv.glob("apiserver-1.*/go.mod")):
         minor = Minor(go_pin(go_mod, "k8s.io/kubernetes"), main=False)
         if go_mod.parent.name != f"apiserver-{minor.name}":
             raise ValueError(f"{go_mod} pins {minor.version}, not its folder's minor")

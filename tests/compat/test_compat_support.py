@@ -78,3 +78,28 @@ def test_the_readme_support_table_is_the_matrix() -> None:
         assert ("every other test, the node included" in parts) is runs_all, minor
         rest = {p for p in parts[1:] if p != "every other test, the node included"}
         assert rest == upgrades[minor], minor
+
+
+def write_pins(testenv: Path, main: str, modules: dict[str, str]) -> Path:
+    testenv.mkdir()
+    (testenv / "versions.env").write_text(f"# pins\nKUBERNETES_VERSION={main}\n")
+    for folder, version in modules.items():
+        (testenv / folder).mkdir()
+        (testenv / folder / "go.mod").write_text(
+            f"module m\n\nrequire (\n\tk8s.io/kubernetes {version}\n)\n"
+        )
+    return testenv
+
+
+def test_the_matrix_is_read_from_the_pins_and_refuses_a_mismatch(tmp_path: Path) -> None:
+    pins = write_pins(tmp_path / "ok", "v1.36.3", {"apiserver-1.34": "v1.34.4"})
+    assert [(m.name, m.version, m.main) for m in matrix.read_matrix(pins)] == [
+        ("1.34", "v1.34.4", False),
+        ("1.36", "v1.36.3", True),
+    ]
+    wrong = write_pins(tmp_path / "wrong", "v1.36.3", {"apiserver-1.34": "v1.35.4"})
+    with pytest.raises(ValueError, match="not its folder's minor"):
+        matrix.read_matrix(wrong)
+    twice = write_pins(tmp_path / "twice", "v1.36.3", {"apiserver-1.36": "v1.36.1"})
+    with pytest.raises(ValueError, match="pinned twice"):
+        matrix.read_matrix(twice)

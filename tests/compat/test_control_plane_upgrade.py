@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from checkpoint_runtime.format.naming import object_id
 from checkpoint_testenv import binaries, helm, matrix
 from checkpoint_testenv.controlplane import ControlPlane, start_control_plane
 from checkpoint_testenv.support.kubetarget import KubeTarget
@@ -69,13 +70,17 @@ class Feed:
 
 class Supervisor:
     """The runtime's replicas as Kubernetes runs them: one process at a time, started again
-    when it exits (a leader that lost its Lease exits to start over from the API state)."""
+    when it exits (a leader that lost its Lease, or met an error it does not retry, exits to
+    start over from the API state). Before each start it notes which objects the stored
+    checkpoint already covers: the new process must not emit those again."""
 
-    def __init__(self, workdir: Path, config: dict[str, object], kubeconfig: Path) -> None:
+    def __init__(self, workdir: Path, config: dict[str, object], release: helm.Release) -> None:
         self.workdir = workdir
         self.config = config
-        self.kubeconfig = kubeconfig
+        self.release = release
+        self.kubeconfig = release.write_kubeconfig(workdir / "sa.kubeconfig")
         self.processes: list[RuntimeProcess] = []
+        self.covered: dict[str, set[str]] = {}
 
     @property
     def current(self) -> RuntimeProcess:
@@ -83,6 +88,7 @@ class Supervisor:
 
     def start(self) -> RuntimeProcess:
         name = f"runtime-{len(self.processes)}"
+        self.covered[name] = seen_ids(stored_rows(self.release), SHARD) if self.processes else set()
         process = RuntimeProcess(self.workdir, name, self.config, self.kubeconfig)
         self.processes.append(process.start())
         return process
@@ -134,7 +140,7 @@ def test_a_runtime_writing_through_an_upgrade_and_its_rollback_loses_nothing(
         release = helm.install(plane, plane.create_namespace("upgrade"))
         config = runtime_config(release, feed.bucket)
         config["leaderElection"].update(STEADY)
-        supervisor = Supervisor(tmp_path, config, release.write_kubeconfig(tmp_path / "sa"))
+        supervisor = Supervisor(tmp_path, config, release)
         supervisor.start()
         feed.start()
         wait_for(supervisor.leading, 30, f"a leader on {old.version}")
@@ -154,14 +160,21 @@ def test_a_runtime_writing_through_an_upgrade_and_its_rollback_loses_nothing(
         assert leader.terminate() == 0  # flushes its checkpoint, releases the Lease
 
         emitted = supervisor.emitted()
-        assert sorted(emitted) == feed.names, "an object was lost or emitted twice"
-        assert seen_ids(stored_rows(release), SHARD) >= set(feed.names)
+        assert sorted(set(emitted)) == feed.names, "an object was lost"
+        for process in supervisor.processes:
+            objects = [object_id(name) for name in process.objects()]
+            assert len(set(objects)) == len(objects), f"{process.name} emitted an object twice"
+            again = set(objects) & supervisor.covered[process.name]
+            assert not again, f"{process.name} emitted again what the checkpoint covered"
+        assert seen_ids(stored_rows(release), SHARD) >= {object_id(name) for name in feed.names}
         with plane.admin_api() as api:
             stored = KubeTarget.of_release(release, client.CoreV1Api(api)).stored()[SHARD]
         assert (stored.writer, float(stored.epoch)) == (leader.name, epoch)
-        print(  # the report: how many processes the upgrade took
-            f"upgrade {old.name} -> {new.name}: {len(supervisor.processes)} runtime process(es),"
-            f" apiserver ready in {[round(s, 1) for s in plane.startup.apiserver]} s"
+        exits = [process.wait_exit(0) for process in supervisor.processes[:-1]]
+        print(  # the report: how many processes the upgrade took, and why one ended
+            f"upgrade {old.name} -> {new.name}: {len(supervisor.processes)} runtime process(es)"
+            f" (earlier ones exited {exits}), apiserver ready in"
+            f" {[round(s, 1) for s in plane.startup.apiserver]} s"
         )
     finally:
         if supervisor is not None:

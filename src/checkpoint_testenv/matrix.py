@@ -93,6 +93,18 @@ def read_matrix(testenv: Path) -> tuple[Minor, ...]:
     return tuple(sorted(minors, key=lambda minor: minor.number))
 
 
+def kube_version_range(minors: tuple[Minor, ...]) -> str:
+    """The Helm `kubeVersion` that admits exactly `minors` (any patch, vendor suffixes too):
+    one `>=1.A.0-0 <1.B.0-0` per run of consecutive minors, joined by ` || `."""
+    runs: list[list[int]] = []
+    for number in sorted(minor.number for minor in minors):
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return " || ".join(f">=1.{run[0]}.0-0 <1.{run[-1] + 1}.0-0" for run in runs)
+
+
 def main_minor() -> Minor:
     """The main control plane's minor."""
     (main,) = [minor for minor in matrix() if minor.main]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import ipaddress
 import itertools
 import json
 import secrets
@@ -256,6 +257,14 @@ class ControlPlane:
             "service-account-signing-key-file": str(pki / "sa.key"),
             # No controller-manager creates the default ServiceAccount a Pod would need.
             "disable-admission-plugins": "ServiceAccount",
+            # The `kubernetes` Service's endpoints: the advertised address, which from 1.37
+            # may not be a loopback one (no pod here could reach it anyway). A node's plane
+            # advertises its node address and keeps the reconciler.
+            **(
+                {"endpoint-reconciler-type": "none"}
+                if ipaddress.ip_address(self.address).is_loopback
+                else {}
+            ),
         }
 
     # ---- internals -------------------------------------------------------------------------

@@ -30,18 +30,15 @@ COLLECTORS = [
     {"kind": "objectstore", "tailnet": "tn", "feed": "feed-a", "url": "file:///f"},
     {"kind": "flowlogs", "tailnet": "tn", "url": "http://flows.example:8080/v1"},
 ]
-# What every authenticated user may do (system:basic-user): not the chart's grant.
-_EVERYONE = {"selfsubjectaccessreviews", "selfsubjectrulesreviews", "selfsubjectreviews"}
-
 Grant = tuple[str, str, str, str]  # (API group, resource, verb, name or "")
 
 
-def granted(release: helm.Release) -> set[Grant]:
-    """What the authorizer says the ServiceAccount may do in its coordination namespace."""
+def rules_review(plane: ControlPlane, token: str, namespace: str) -> set[Grant]:
+    """What the authorizer says the token's identity may do in `namespace`."""
     review = client.V1SelfSubjectRulesReview(
-        spec=client.V1SelfSubjectRulesReviewSpec(namespace=release.coordination_namespace)
+        spec=client.V1SelfSubjectRulesReviewSpec(namespace=namespace)
     )
-    with api_client(release.configuration()) as api:
+    with api_client(plane.configuration(token=token)) as api:
         status = client.AuthorizationV1Api(api).create_self_subject_rules_review(review).status
     assert status is not None
     assert not status.incomplete, status.evaluation_error
@@ -49,8 +46,19 @@ def granted(release: helm.Release) -> set[Grant]:
         grant
         for rule in status.resource_rules
         for grant in expand(rule.api_groups, rule.resources, rule.verbs, rule.resource_names)
-        if grant[1] not in _EVERYONE
     }
+
+
+def granted(release: helm.Release) -> set[Grant]:
+    """What the ServiceAccount may do in its coordination namespace beyond what a
+    ServiceAccount without any binding may do there (this minor's defaults for every
+    authenticated identity, e.g. self reviews, and from 1.37 reading ClusterTrustBundles)."""
+    plane, namespace = release.plane, release.coordination_namespace
+    with plane.admin_api() as api:
+        body = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="unbound"))
+        client.CoreV1Api(api).create_namespaced_service_account(namespace, body)
+    everyone = rules_review(plane, plane.service_account_token(namespace, "unbound"), namespace)
+    return rules_review(plane, release.token, namespace) - everyone
 
 
 def role_grants(release: helm.Release) -> set[Grant]:

@@ -37,6 +37,11 @@ system:
 testenv-build:
     scripts/testenv/build.sh >&2
 
+# build kube-apiserver of every extra minor of the compatibility tier (scripts/testenv/apiserver-1.N/) into the cache, one after another, after testenv-build (idempotent; a few minutes per minor the first time)
+[group('setup')]
+testenv-apiservers-build: testenv-build
+    scripts/testenv/build-apiservers.sh >&2
+
 # build the test node's binaries (kubelet, kube-proxy, CoreDNS...) and pause image into the cache (idempotent)
 [group('setup')]
 testenv-node-build:

@@ -15,8 +15,9 @@ just=("${JUST:-.venv/bin/just}" --justfile justfile)
 steps=(
   setup
   system
-  "testenv-build testenv-node-build image & s3-build policy-tools-build network-policies-build
-    monitoring-tools-build scanners-build lint typecheck fmt-check gen-check policy-check"
+  "testenv-build testenv-apiservers-build testenv-node-build image & s3-build policy-tools-build
+    network-policies-build monitoring-tools-build scanners-build lint typecheck fmt-check gen-check
+    policy-check"
   "test-lanes --durations=25"
 )
 scratch=$(mktemp -d)

@@ -3,7 +3,9 @@
 They come from scripts/testenv/build.sh (built from the official Go modules, cached per pin set),
 or from the folder named by CHECKPOINT_TESTENV_BIN. The node's (kubelet, kube-controller-manager,
 kube-scheduler, kube-proxy, CoreDNS and the pause image archive) come from
-scripts/testenv/build-node.sh or CHECKPOINT_TESTENV_NODE_BIN. A missing binary is an error, never
+scripts/testenv/build-node.sh or CHECKPOINT_TESTENV_NODE_BIN. The compatibility tier's extra
+kube-apiserver minors come from scripts/testenv/build-apiservers.sh, one folder per minor, or
+from CHECKPOINT_TESTENV_APISERVER_1_N (e.g. _1_34). A missing binary is an error, never
 a reason to skip or to fall back to something that only looks like an API server.
 """
 
@@ -22,6 +24,7 @@ NODE_REQUIRED = (
     "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns", "pause.tar"
 )  # fmt: skip
 NODE_BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build-node.sh"
+APISERVERS_BUILD_SCRIPT = REPO_ROOT / "scripts" / "testenv" / "build-apiservers.sh"
 
 
 class BinariesMissing(RuntimeError):
@@ -38,11 +41,17 @@ def locate_node() -> Path:
     return locate_built(NODE_BIN_ENV, NODE_BUILD_SCRIPT, NODE_REQUIRED)
 
 
-def locate_built(env: str, script: Path, required: tuple[str, ...]) -> Path:
-    """The folder named by $env, else the one `script` builds (its last stdout line), holding
-    every name in `required` (programs executable, `.tar` image archives readable)."""
+def locate_apiserver(minor: str) -> Path:
+    """Return kube-apiserver of an extra minor ("1.34"), building it if needed."""
+    env = f"CHECKPOINT_TESTENV_APISERVER_{minor.replace('.', '_')}"
+    return locate_built(env, APISERVERS_BUILD_SCRIPT, ("kube-apiserver",), minor) / "kube-apiserver"
+
+
+def locate_built(env: str, script: Path, required: tuple[str, ...], *args: str) -> Path:
+    """The folder named by $env, else the one `script` (run with `args`) builds (its last stdout
+    line), holding every name in `required` (programs executable, `.tar` archives readable)."""
     configured = os.environ.get(env)
-    folder = Path(configured) if configured else _run_build_script(script, env)
+    folder = Path(configured) if configured else _run_build_script(script, env, *args)
     # Image archives are read, everything else is run.
     archives = [name for name in required if name.endswith(".tar")]
     programs = [name for name in required if name not in archives]
@@ -60,12 +69,12 @@ def locate_built(env: str, script: Path, required: tuple[str, ...]) -> Path:
     return folder
 
 
-def _run_build_script(script: Path, env: str) -> Path:
+def _run_build_script(script: Path, env: str, *args: str) -> Path:
     if not script.is_file():
         raise BinariesMissing(f"{script} not found; set ${env} to a binary folder")
     # stderr is left to the terminal: a first build takes minutes and prints its progress there.
     result = subprocess.run(
-        [str(script)], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
+        [str(script), *args], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
     )
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import ipaddress
 import itertools
 import json
 import secrets
@@ -68,9 +69,15 @@ class ControlPlane:
     address = "127.0.0.1"
 
     def __init__(
-        self, bin_dir: Path, workdir: Path, quota_backend_bytes: int | None = None
+        self,
+        bin_dir: Path,
+        workdir: Path,
+        quota_backend_bytes: int | None = None,
+        apiserver: Path | None = None,
     ) -> None:
         self.bin_dir = bin_dir
+        self.apiserver_binary = apiserver or bin_dir / "kube-apiserver"
+        """The kube-apiserver run (another minor's, over the same etcd, when given)."""
         self.workdir = workdir
         self.quota_backend_bytes = quota_backend_bytes
         """etcd's space quota (None: etcd's default, 2 GiB)."""
@@ -123,6 +130,15 @@ class ControlPlane:
 
     def kill_apiserver(self) -> None:
         self._apiserver.kill()
+
+    def replace_apiserver(self, binary: Path) -> None:
+        """Stop kube-apiserver gracefully and start `binary` (another minor) in its place: same
+        port, flags, certificates, service-account keys and etcd, as a managed upgrade or its
+        rollback replaces the API server and keeps the cluster's data."""
+        self._apiserver.stop()
+        self.apiserver_binary = binary
+        self._apiserver.argv = self.wrap(self._apiserver_argv())
+        self.start_apiserver()
 
     def restart_apiserver(self) -> None:
         """SIGKILL kube-apiserver and start it again on the same port."""
@@ -241,6 +257,14 @@ class ControlPlane:
             "service-account-signing-key-file": str(pki / "sa.key"),
             # No controller-manager creates the default ServiceAccount a Pod would need.
             "disable-admission-plugins": "ServiceAccount",
+            # The `kubernetes` Service's endpoints: the advertised address, which from 1.37
+            # may not be a loopback one (no pod here could reach it anyway). A node's plane
+            # advertises its node address and keeps the reconciler.
+            **(
+                {"endpoint-reconciler-type": "none"}
+                if ipaddress.ip_address(self.address).is_loopback
+                else {}
+            ),
         }
 
     # ---- internals -------------------------------------------------------------------------
@@ -276,7 +300,7 @@ class ControlPlane:
 
     def _apiserver_argv(self) -> list[str]:
         options = self.apiserver_options()
-        return [str(self.bin_dir / "kube-apiserver"), *(f"--{k}={v}" for k, v in options.items())]
+        return [str(self.apiserver_binary), *(f"--{k}={v}" for k, v in options.items())]
 
     def _etcd_healthy(self) -> bool:
         url = f"http://{self.address}:{self.etcd_client_port}/health"
@@ -318,9 +342,14 @@ def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: s
 
 
 def start_control_plane(
-    bin_dir: Path, workdir: Path, attempts: int = 3, quota_backend_bytes: int | None = None
+    bin_dir: Path,
+    workdir: Path,
+    attempts: int = 3,
+    quota_backend_bytes: int | None = None,
+    apiserver: Path | None = None,
 ) -> ControlPlane:
-    """Start a ControlPlane, stopping whatever did start if the rest fails.
+    """Start a ControlPlane (`apiserver`: another minor's kube-apiserver over bin_dir's etcd),
+    stopping whatever did start if the rest fails.
 
     Free ports are picked before the servers bind them, so another process can take one in
     between; only that failure ("address already in use") is retried, on new ports.
@@ -328,7 +357,7 @@ def start_control_plane(
     for attempt in range(1, attempts + 1):
         folder = workdir / f"attempt-{attempt}" if attempt > 1 else workdir
         folder.mkdir(parents=True, exist_ok=True)
-        plane = ControlPlane(bin_dir, folder, quota_backend_bytes)
+        plane = ControlPlane(bin_dir, folder, quota_backend_bytes, apiserver)
         begun = time.monotonic()
         try:
             plane.start()

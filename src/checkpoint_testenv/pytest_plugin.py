@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_testenv import binaries, helm, s3server
+from checkpoint_testenv import binaries, helm, matrix, s3server
 from checkpoint_testenv.controlplane import (
     SMALL_ETCD_QUOTA_BYTES,
     ControlPlane,
@@ -36,6 +36,7 @@ _APISERVER_FIXTURES = {
     "chart_install",
     "fault_proxy",
     "small_quota_control_plane",
+    "minor_control_plane",
 }
 _NODE_FIXTURES = {"node_cluster"}
 _S3_FIXTURES = {"s3_server", "s3_bucket"}
@@ -122,19 +123,50 @@ def small_quota_control_plane(
     )
 
 
+@pytest.fixture(scope="session", params=[minor.name for minor in matrix.matrix()])
+def kube_minor(request: pytest.FixtureRequest) -> matrix.Minor:
+    """Each Kubernetes minor of the matrix in turn (a test asking for it runs once per minor,
+    with the minor's name, e.g. "1.34", in its id)."""
+    return matrix.by_name(request.param)
+
+
+@pytest.fixture(scope="session")
+def minor_control_plane(
+    kube_minor: matrix.Minor,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+) -> Iterator[ControlPlane]:
+    """etcd + the kube-apiserver of `kube_minor`, started once per session for each minor (the
+    main minor's is `control_plane`; another's runs over the main build's etcd), one at a time:
+    pytest runs the tests of one minor together and stops its servers before the next."""
+    if kube_minor.main:
+        yield request.getfixturevalue("control_plane")
+        return
+    yield from _started_control_plane(
+        tmp_path_factory, pytestconfig, f"controlplane-{kube_minor.name}", apiserver=kube_minor
+    )
+
+
 def _started_control_plane(
     tmp_path_factory: pytest.TempPathFactory,
     pytestconfig: pytest.Config,
     folder: str,
     quota_backend_bytes: int | None = None,
+    apiserver: matrix.Minor | None = None,
 ) -> Iterator[ControlPlane]:
-    """Start a control plane in a fresh `folder` (reported in the summary), stop it after."""
+    """Start a control plane in a fresh `folder` (reported in the summary), stop it after;
+    with `apiserver`, that minor's kube-apiserver."""
     try:
         bin_dir = binaries.locate()
+        binary = matrix.apiserver_binary(apiserver) if apiserver is not None else None
     except binaries.BinariesMissing as missing:
         pytest.fail(f"test control plane unavailable: {missing}", pytrace=False)
     plane = start_control_plane(
-        bin_dir, tmp_path_factory.mktemp(folder), quota_backend_bytes=quota_backend_bytes
+        bin_dir,
+        tmp_path_factory.mktemp(folder),
+        quota_backend_bytes=quota_backend_bytes,
+        apiserver=binary,
     )
     pytestconfig.stash.setdefault(_STARTED, []).append(plane)
     try:

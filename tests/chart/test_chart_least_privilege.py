@@ -311,10 +311,13 @@ def test_admission_policy_is_not_rendered_for_the_file_store(render: Render) -> 
     assert not by_kind(objects, "ValidatingAdmissionPolicy")
 
 
-@pytest.mark.parametrize(("version", "renders"), [("1.29.4", False), ("1.30.0", True)])
+@pytest.mark.parametrize(("version", "renders"), [("1.29.4", False), ("1.32.0", True)])
 def test_admission_policy_needs_kubernetes_1_30(
     tmp_path: Path, version: str, renders: bool
 ) -> None:
+    """Every minor the chart admits (kubeVersion, from 1.32) serves ValidatingAdmissionPolicy
+    v1 (GA in 1.30): an older cluster is refused by the chart's kubeVersion before any
+    template renders."""
     values = tmp_path / "values.yaml"
     values.write_text("admissionPolicy:\n  enabled: true\n")
     helm = binaries.locate() / "helm"
@@ -322,4 +325,4 @@ def test_admission_policy_needs_kubernetes_1_30(
     completed = subprocess.run([*command, "-f", str(values)], capture_output=True, text=True)
     assert (completed.returncode == 0) is renders, completed.stderr
     if not renders:
-        assert "admissionPolicy.enabled needs Kubernetes 1.30 or later" in completed.stderr
+        assert f"incompatible with Kubernetes v{version}" in completed.stderr

@@ -174,3 +174,45 @@ def test_an_operators_migrate_seals_what_it_writes_with_the_store_key(
     store = open_store(kube, "alpha-1", 5, sealing=Sealing(raw, kube.lease_name))
     assert store.foreign == {}
     assert dict(store.items("")) == legacy
+
+
+@pytest.mark.apiserver
+def test_downgrade_removes_the_store_key_so_the_release_adopts_the_older_ones_heads_again(
+    kube: KubeHarness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before a rollback to a release that does not seal, `downgrade` removes the key from the
+    Lease (as the chart's ServiceAccount): the older release's unsealed heads are then adopted
+    by this release when it returns, not refused as foreign."""
+    key = new_store_key()
+    with kube.release.plane.admin_api() as api:
+        leases = client.CoordinationV1Api(api)
+        leases.create_namespaced_lease(
+            kube.namespace,
+            client.V1Lease(
+                metadata=client.V1ObjectMeta(
+                    name=kube.lease_name, annotations={ANNOTATION_STORE_KEY: key}
+                ),
+                spec=client.V1LeaseSpec(holder_identity="", lease_duration_seconds=1),
+            ),
+        )
+    raw = key_bytes(key)
+    assert raw is not None
+    sealed = open_store(kube, "alpha-1", 1, sealing=Sealing(raw, kube.lease_name))
+    sealed.batch({f"{REAL}/cursor": "logs/0007.json"})
+    sealed.flush()
+    kubeconfig = kube.release.write_kubeconfig(tmp_path / "kc")
+    where = ["--namespace", kube.namespace, "--lease-name", kube.lease_name]
+    assert cli.main(["downgrade", "--to", "v2", *where, "--kubeconfig", str(kubeconfig)]) == 0
+    assert f"store key removed from Lease {kube.lease_name}" in capsys.readouterr().out
+    with kube.release.plane.admin_api() as api:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(kube.lease_name, kube.namespace)
+    assert ANNOTATION_STORE_KEY not in (lease.metadata.annotations or {})
+
+    older = open_store(kube, "older-1", 2)  # the release rolled back to: no seal
+    older.batch({f"{REAL}/cursor": "logs/0008.json"})
+    older.flush()
+    fresh = key_bytes(new_store_key())  # this release returns: a Lease without a key
+    assert fresh is not None
+    returned = open_store(kube, "alpha-2", 3, sealing=Sealing(fresh, kube.lease_name, adopt=True))
+    assert returned.foreign == {}
+    assert returned.get(f"{REAL}/cursor") == "logs/0008.json"

@@ -6,13 +6,17 @@ writes under the newest epoch it finds, and a leader that writes meanwhile makes
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.constants import CONFIGMAP_VALUE_LIMIT
+from checkpoint_runtime.backends.file import FileBackend
+from checkpoint_runtime.constants import ANNOTATION_STORE_KEY, CONFIGMAP_VALUE_LIMIT
 from checkpoint_runtime.errors import ExitCode
 from checkpoint_runtime.ops.commands import _print, _select, _store_arguments, store_sealing
 from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.downgrade import downgrade_to_v2
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 
 DOWNGRADE_WRITER = "checkpoint-runtime-downgrade"
 
@@ -45,8 +49,35 @@ def _downgrade(args: argparse.Namespace) -> int:
             f"cannot be rewritten: {shard} needs {size} bytes in one object (limit "
             f"{CONFIGMAP_VALUE_LIMIT}); the previous release refuses it by name"
         )
+    key_left = _drop_store_key(backend, lines)
     _print(args, report.__dict__, "\n".join(lines))
-    return ExitCode.FINDING if report.too_large else ExitCode.OK
+    return ExitCode.FINDING if report.too_large or key_left else ExitCode.OK
+
+
+def _drop_store_key(backend: FileBackend | KubernetesBackend, lines: list[str]) -> bool:
+    """Remove the store key from the Lease (the older release does not seal; see
+    `drop_store_key`) and say so in `lines`; True if a key is left that could not be removed."""
+    from kubernetes.client.exceptions import ApiException
+
+    from checkpoint_runtime.runtime.lease import drop_store_key
+
+    if isinstance(backend, FileBackend):
+        return False
+    try:
+        dropped = drop_store_key(backend)
+    except ApiException as error:
+        lines.append(
+            f"the store key is still on Lease {backend.lease_name} ({error.status} "
+            f"{error.reason}): remove it before this release runs again (kubectl annotate "
+            f"lease -n {backend.namespace} {backend.lease_name} {ANNOTATION_STORE_KEY}-)"
+        )
+        return True
+    if dropped:
+        lines.append(
+            f"store key removed from Lease {backend.lease_name}: the older release does not "
+            "seal its heads; when this release runs again its leader adopts and reseals them"
+        )
+    return False
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.constants import DEFAULT_DEADLINE_SECONDS
+from checkpoint_runtime.constants import ANNOTATION_STORE_KEY, DEFAULT_DEADLINE_SECONDS
 from checkpoint_runtime.election.foreign import LeaseVetting
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.format.naming import lease_labels
@@ -64,3 +64,41 @@ def lease_report(backend: KubernetesBackend, own_duration: int) -> tuple[dict[st
         "store_key": bool(lock.store_key),
     }
     return report, lock.store_key
+
+
+def drop_store_key(backend: KubernetesBackend) -> bool:
+    """Remove the store key from the store's Lease, before a rollback to a release that does
+    not seal: the heads that release writes carry no seal, and a key left on the Lease would
+    make this release refuse them when it returns; without one, its next leader adopts and
+    reseals them. An update guarded by the Lease's resourceVersion; True if a key was removed.
+    Run with the runtime stopped (a leader keeps the key it knows and writes it back)."""
+    from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
+
+    from checkpoint_runtime.runtime.backend import lease_client
+
+    api = lease_client(backend)
+    try:
+        leases = k8s.CoordinationV1Api(api)
+        try:
+            lease = leases.read_namespaced_lease(
+                backend.lease_name, backend.namespace, _request_timeout=DEFAULT_DEADLINE_SECONDS
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        metadata = lease.metadata
+        annotations = dict(metadata.annotations or {}) if metadata is not None else {}
+        if metadata is None or annotations.pop(ANNOTATION_STORE_KEY, None) is None:
+            return False
+        metadata.annotations = annotations
+        leases.replace_namespaced_lease(
+            backend.lease_name,
+            backend.namespace,
+            lease,
+            _request_timeout=DEFAULT_DEADLINE_SECONDS,
+        )
+        return True
+    finally:
+        api.close()  # type: ignore[no-untyped-call]

@@ -73,7 +73,7 @@ class JsonLinesSink:
         line = (json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n").encode()
         with self._lock:
             if self._torn is None:
-                self._torn = _ends_inside_a_line(self._fd)
+                self._torn = self._paged and _ends_inside_a_line(self._fd)
             head = b"\n" if self._torn else b""
             if self._paged:
                 head += b"\n" * _to_next_page(os.fstat(self._fd).st_size + len(head), len(line))
@@ -119,10 +119,8 @@ def _is_regular_file(fd: int) -> bool:
 def _ends_inside_a_line(fd: int) -> bool:
     """A regular file whose last byte is not a newline (its last line is torn)."""
     try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode) or status.st_size == 0:
-            return False
-        return os.pread(fd, 1, status.st_size - 1) != b"\n"
+        size = os.fstat(fd).st_size
+        return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
     except OSError:  # stdout opened write-only: it is not this sink's to repair
         return False
 
@@ -138,5 +136,5 @@ def open_sink(kind: str, path: str | None = None) -> JsonLinesSink:
             raise ConfigError("sink.path", "is required for sink kind 'file'")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        return JsonLinesSink(fd, fsync=stat.S_ISREG(os.fstat(fd).st_mode), owned=True)
+        return JsonLinesSink(fd, fsync=_is_regular_file(fd), owned=True)
     raise ConfigError("sink.kind", f"unknown sink kind {kind!r}")

@@ -80,8 +80,11 @@ def check_enforced(backend: KubernetesBackend, policy: str, deadline: Deadline) 
             raise AdmissionPolicyNotEnforcedError(
                 policy, f"the dry run of ConfigMap {name} got no answer: {error}"
             ) from None
-        if backoff.pause(deadline, None):
-            continue  # a policy or binding just installed reaches admission asynchronously
+        # A policy or binding just installed reaches admission asynchronously: ask again while
+        # time is left. A pause that overslept the deadline (a loaded machine) still ends in the
+        # named refusal below, not in a bare DeadlineExceeded at the top of the loop.
+        if backoff.pause(deadline, None) and not deadline.expired():
+            continue
         headers = answer[2] if isinstance(answer, tuple) and len(answer) > 2 else {}
         warning = (headers or {}).get("Warning", "")
         raise AdmissionPolicyNotEnforcedError(

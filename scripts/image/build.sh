@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the checkpoint-runtime container image offline, with no base image from a registry:
 #   1. a Debian bookworm root filesystem from Debian packages (mmdebstrap, minbase + the
-#      pinned python3 of rootfs-packages.txt), cached by its pins;
+#      pinned python3 of rootfs-packages.txt) installed from exactly the .debs of rootfs.lock,
+#      each checked against its SHA-256 (rootfs.sh), cached by the lock;
 #   2. a wheelhouse: the wheels of the runtime's dependencies as requirements[-EXTRAS].lock pins
 #      them (downloaded by pip, each checked against its SHA-256), and the project's wheel,
 #      built on this host by the pinned build backend;
@@ -104,7 +105,7 @@ cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 
 # --- 1. the Debian root filesystem (cached by its pins) --------------------------------------
-base_tar=$("$here/rootfs.sh" "$cache/base")
+base_tar=$(PYTHON=$python "$here/rootfs.sh" "$cache/base")
 
 # --- 2. the wheelhouse ------------------------------------------------------------------------
 log "wheelhouse: the $(grep -c '^[A-Za-z0-9]' "$lock") wheels pinned by ${lock#"$root/"}, each checked" \

@@ -87,6 +87,25 @@ def archive_entries(archive: Path, read: str = "") -> list[tuple[tarfile.TarInfo
     return found
 
 
+def archive_file(archive: Path, path: str) -> bytes:
+    """The content of one file of the image's layers (the last layer holding it wins)."""
+    found: bytes | None = None
+    with tarfile.open(archive) as tar:
+        (entry,) = _json_member(tar, "manifest.json")
+        for layer in entry["Layers"]:
+            member = tar.extractfile(layer)
+            if member is None:
+                raise ImageError(f"{layer} is not a file in the archive")
+            with tarfile.open(fileobj=member, mode="r|*") as contents:
+                for info in contents:
+                    if info.isfile() and info.name.removeprefix("./") == path:
+                        data = contents.extractfile(info)
+                        found = data.read() if data is not None else b""
+    if found is None:
+        raise ImageError(f"no file {path} in {archive}")
+    return found
+
+
 def _json_member(tar: tarfile.TarFile, name: str) -> Any:
     member = tar.extractfile(name)
     if member is None:

@@ -132,14 +132,32 @@ cp -r "$work/wheels" "$rootfs/tmp/wheels"
 # A clean environment: the host's PIP_* or PYTHON* variables must not reach the image's pip.
 in_rootfs() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$rootfs" "$@"; }
 log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, from the wheelhouse)"
-in_rootfs python3 -m venv /opt/venv
-in_rootfs /opt/venv/bin/pip install --quiet --no-compile --no-index --find-links /tmp/wheels \
-  --no-cache-dir --disable-pip-version-check --no-deps --require-hashes \
+# A venv without pip or setuptools (the runtime loads neither): Debian's pip wheel
+# (python3-pip-whl, pinned by rootfs.lock) installs into it, run from the wheel.
+in_rootfs python3 -m venv --without-pip /opt/venv
+pip_wheel=$(cd "$rootfs" && echo usr/share/python-wheels/pip-*.whl)
+[[ -f $rootfs/$pip_wheel ]] || { log "no pip wheel in the root filesystem (python3-pip-whl)"; exit 1; }
+in_rootfs /opt/venv/bin/python "/$pip_wheel/pip" install --quiet --no-compile --no-index \
+  --find-links /tmp/wheels --no-cache-dir --disable-pip-version-check --no-deps --require-hashes \
   -r /tmp/wheels/install.txt >&2
-in_rootfs /opt/venv/bin/pip check --disable-pip-version-check >&2
+in_rootfs /opt/venv/bin/python "/$pip_wheel/pip" check --disable-pip-version-check >&2
+# Folders the runtime never loads (prune.txt), each with its lines of its RECORD.
+site=$rootfs/opt/venv/lib/python3.11/site-packages
+mapfile -t prune < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$here/prune.txt" | grep -v '^$')
+for folder in "${prune[@]}"; do
+  [[ -d $site/$folder ]] || {
+    log "prune.txt names $folder, which the venv does not hold: remove the line"
+    exit 1
+  }
+  mapfile -t records < <(grep -l "^$folder/" "$site"/*.dist-info/RECORD)
+  ((${#records[@]})) || { log "no RECORD in the venv lists $folder"; exit 1; }
+  rm -rf "${site:?}/$folder"
+  sed -i "\#^$folder/#d" "${records[@]}"
+done
+log "left out of the venv: ${prune[*]}"
 log "compiling bytecode (the root filesystem is read-only at run time)"
-# -f: also the bytecode `python3 -m venv` wrote for pip and setuptools, which records the
-# files' install times; unchecked-hash bytecode records none and needs no file time to match.
+# -f: also any bytecode written with the files' install times (Debian's packages compile theirs);
+# unchecked-hash bytecode records none and needs no file time to match.
 in_rootfs python3 -m compileall -q -f -j0 --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3 /usr/share/python3 /opt/venv/lib >&2
 rm -rf "$rootfs/tmp/wheels"

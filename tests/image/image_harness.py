@@ -16,6 +16,7 @@ import subprocess
 import tarfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,9 @@ def archive_entries(archive: Path, read: str = "") -> list[tuple[tarfile.TarInfo
     return found
 
 
-def archive_file(archive: Path, path: str) -> bytes:
-    """The content of one file of the image's layers (the last layer holding it wins)."""
-    found: bytes | None = None
+def archive_files(archive: Path, wanted: Callable[[str], bool]) -> dict[str, bytes]:
+    """The content of each file of the image's layers whose path (no leading ./) is `wanted`."""
+    found: dict[str, bytes] = {}
     with tarfile.open(archive) as tar:
         (entry,) = _json_member(tar, "manifest.json")
         for layer in entry["Layers"]:
@@ -98,12 +99,19 @@ def archive_file(archive: Path, path: str) -> bytes:
                 raise ImageError(f"{layer} is not a file in the archive")
             with tarfile.open(fileobj=member, mode="r|*") as contents:
                 for info in contents:
-                    if info.isfile() and info.name.removeprefix("./") == path:
+                    name = info.name.removeprefix("./")
+                    if info.isfile() and wanted(name):
                         data = contents.extractfile(info)
-                        found = data.read() if data is not None else b""
-    if found is None:
-        raise ImageError(f"no file {path} in {archive}")
+                        found[name] = data.read() if data is not None else b""
     return found
+
+
+def archive_file(archive: Path, path: str) -> bytes:
+    """The content of one file of the image's layers."""
+    found = archive_files(archive, lambda name: name == path)
+    if path not in found:
+        raise ImageError(f"no file {path} in {archive}")
+    return found[path]
 
 
 def _json_member(tar: tarfile.TarFile, name: str) -> Any:

@@ -20,8 +20,9 @@
 # hash of every input (sources, pyproject, Dockerfile, these scripts, the pins). Progress goes to
 # stderr; the LAST line of stdout is the absolute path of the archive.
 # Environment: EXTRAS (default: the Dockerfile's ARG EXTRAS; "" for local folders only),
-# PYTHON (the host's Python 3.11 with the pinned build backend; default: the project's .venv,
-# which scripts/just makes from scripts/setup/gate.lock).
+# IMAGE_KIND (runtime, the default; gate: the gate image, build-gate.sh), PYTHON (the host's
+# Python 3.11 with the pinned build backend; default: the project's .venv, which scripts/just
+# makes from scripts/setup/gate.lock).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -51,8 +52,28 @@ fi
 # --- what to build ----------------------------------------------------------------------------
 version=$(sed -n 's/^version = "\([^"]*\)"$/\1/p' "$root/pyproject.toml" | head -1)
 [[ -n $version ]] || { log "no version = \"...\" line in $root/pyproject.toml"; exit 1; }
-name=docker.io/library/checkpoint-runtime:$version
-extras=${EXTRAS-$(sed -n 's/^ARG EXTRAS=//p' "$root/Dockerfile")}
+# runtime: `checkpoint-runtime run` (the chart's image); gate: `checkpoint-runtime gate` with the
+# chart and policies of this tree, for CI jobs (build-gate.sh), its archives in their own folder.
+kind=${IMAGE_KIND:-runtime}
+case $kind in
+  runtime)
+    name=docker.io/library/checkpoint-runtime:$version
+    extras=${EXTRAS-$(sed -n 's/^ARG EXTRAS=//p' "$root/Dockerfile")}
+    config=(--entrypoint '["checkpoint-runtime"]' --cmd '["run"]' --workingdir /tmp --port 8080/tcp)
+    out_cache=$cache
+    ;;
+  gate)
+    name=docker.io/library/checkpoint-runtime-gate:$version
+    extras=gate
+    # /work: where a CI job mounts its checkout, so the findings name its files by relative path
+    config=(--entrypoint '["checkpoint-runtime", "gate"]' --cmd '[]' --workingdir /work)
+    out_cache=${cache%/image}/gate-image
+    ;;
+  *)
+    log "IMAGE_KIND=$kind: the kinds are runtime and gate"
+    exit 1
+    ;;
+esac
 # The wheelhouse's pins: scripts/setup/lock.sh (`just lock`) writes one lock per EXTRAS value.
 lock=$here/requirements${extras:+-$extras}.lock
 [[ -f $lock ]] || {
@@ -73,22 +94,28 @@ if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 fi
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-${commit_time:-0}}
 labels_text=$("$python" "$here/labels.py" "$revision")
+if [[ $kind == gate ]]; then
+  description="The render gate of checkpoint-runtime, with its chart and policies, for CI jobs"
+  labels_text=$(sed -e 's/^\(org.opencontainers.image.title\)=.*/\1=checkpoint-runtime-gate/' \
+    -e "s/^\\(org.opencontainers.image.description\\)=.*/\\1=$description/" <<<"$labels_text")
+fi
 mapfile -t labels <<<"$labels_text"
 
 # Every input of the image, by content: a change to any of them is a new key.
 inputs_hash() {
   (cd "$root" && find "${input_paths[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
     ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum)
-  echo "extras=$extras version=$version SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
+  echo "kind=$kind extras=$extras version=$version SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH"
   printf 'label %s\n' "${labels[@]}"
 }
 inputs=$(inputs_hash)
 key=$(sha256sum <<<"$inputs" | cut -c1-16)
-out=$cache/$key
-archive=$out/checkpoint-runtime-$version.tar
+out=$out_cache/$key
+base_name=${name%:*}
+archive=$out/${base_name##*/}-$version.tar
 
-mkdir -p "$cache"
-exec 9>"$cache/.lock"
+mkdir -p "$cache" "$out_cache"
+exec 9>"$cache/.lock" # one image build at a time, whatever its kind
 if ! flock -n 9; then
   log "waiting for another image build to finish (lock $cache/.lock)"
   flock 9
@@ -145,10 +172,12 @@ in_rootfs /opt/venv/bin/python "/$pip_wheel/pip" check --disable-pip-version-che
 site=$rootfs/opt/venv/lib/python3.11/site-packages
 mapfile -t prune < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$here/prune.txt" | grep -v '^$')
 for folder in "${prune[@]}"; do
-  [[ -d $site/$folder ]] || {
+  if [[ ! -d $site/$folder ]]; then
+    # the gate's venv lacks the s3 extra's distributions; the runtime's holds every one
+    [[ $kind == gate ]] && continue
     log "prune.txt names $folder, which the venv does not hold: remove the line"
     exit 1
-  }
+  fi
   mapfile -t records < <(grep -l "^$folder/" "$site"/*.dist-info/RECORD)
   ((${#records[@]})) || { log "no RECORD in the venv lists $folder"; exit 1; }
   rm -rf "${site:?}/$folder"
@@ -161,6 +190,7 @@ log "compiling bytecode (the root filesystem is read-only at run time)"
 in_rootfs python3 -m compileall -q -f -j0 --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3 /usr/share/python3 /opt/venv/lib >&2
 rm -rf "$rootfs/tmp/wheels"
+[[ $kind == gate ]] && install -d -m 0755 "$rootfs/work"
 chmod 1777 "$rootfs/tmp"
 # No setuid or setgid file or folder: the runtime never changes its user (the chart's pod also
 # forbids privilege escalation), so su, mount, passwd, unix_chkpwd... keep only their x bits.
@@ -186,10 +216,7 @@ container=$("${b[@]}" from scratch)
 rm "$work/rootfs.tar"
 "${b[@]}" config \
   --user 10001:10001 \
-  --entrypoint '["checkpoint-runtime"]' \
-  --cmd '["run"]' \
-  --workingdir /tmp \
-  --port 8080/tcp \
+  "${config[@]}" \
   --env PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   --env LANG=C.UTF-8 \
   --env PYTHONDONTWRITEBYTECODE=1 \
@@ -211,7 +238,7 @@ echo "$inputs" >"$out/inputs.txt" # what the key covers, to tell why a build was
 touch "$out/complete"
 log "built $name in ${seconds}s: $((unpacked / 1000000)) MB unpacked ($archive)"
 
-# Keep the three newest archives (checkouts share the cache); each is about 300 MB.
-find "$cache" -mindepth 1 -maxdepth 1 -type d -name '????????????????' -printf '%T@ %p\n' |
+# Keep the three newest archives of this kind (checkouts share the cache); each is 200-600 MB.
+find "$out_cache" -mindepth 1 -maxdepth 1 -type d -name '????????????????' -printf '%T@ %p\n' |
   sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
 echo "$archive"

@@ -6,9 +6,8 @@
 #      a flat apt repository with only those packages; a .deb whose hash differs is refused;
 #   2. mmdebstrap --variant=minbase installs every locked package from that repository alone
 #      (apt sees no other source, so a dependency the lock lacks fails the build), without docs,
-#      man pages, info pages or locales (copyright files stay), the standard library's test
-#      support (/usr/lib/python3.11/test) or glibc's iconv modules (gconv: Python's codecs are
-#      its own);
+#      man pages, info pages or locales (copyright files stay) or glibc's iconv modules (gconv:
+#      Python's codecs are its own);
 #   3. debs.py checks that the installed packages (dpkg-query -W) are exactly the lock's.
 # Cached under CACHE_DIR/<key>/ by a hash of the lock, this script, debs.py, the image's apt
 # sources and SOURCE_DATE_EPOCH; prints the tarball's path.
@@ -54,14 +53,13 @@ if ! mmdebstrap --variant=minbase --include="$include" \
   --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
   --dpkgopt='path-exclude=/usr/share/lintian/*' \
-  --dpkgopt='path-exclude=/usr/lib/python3.11/test/*' \
   --dpkgopt='path-exclude=/usr/lib/x86_64-linux-gnu/gconv/*' \
   --customize-hook="chroot \"\$1\" dpkg-query -W -f='\${Package} \${Version} \${Architecture}\n' >$installed" \
   --customize-hook='rm -f "$1/etc/apt/sources.list"' \
   --customize-hook="cp $here/debian.sources \"\$1/etc/apt/sources.list.d/0000debian.sources\"" \
   bookworm "$partial" "deb [trusted=yes] copy://$repo ./" >&2; then
-  log "mmdebstrap failed on the packages of ${lock##*/}: a dependency apt names as not" \
-    "installable is not in the lock; regenerate it with \`just lock-debian\`"
+  log "mmdebstrap failed on the packages of ${lock##*/} (its output is above); where apt names" \
+    "a dependency as not installable, the lock lacks it: regenerate it with \`just lock-debian\`"
   exit 1
 fi
 "$python" "$here/debs.py" check "$lock" "$installed"

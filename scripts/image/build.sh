@@ -168,22 +168,57 @@ in_rootfs /opt/venv/bin/python "/$pip_wheel/pip" install --quiet --no-compile --
   --find-links /tmp/wheels --no-cache-dir --disable-pip-version-check --no-deps --require-hashes \
   -r /tmp/wheels/install.txt >&2
 in_rootfs /opt/venv/bin/python "/$pip_wheel/pip" check --disable-pip-version-check >&2
-# Folders the runtime never loads (prune.txt), each with its lines of its RECORD.
+# What the image never loads (prune.txt; the gate also prune-gate.txt): shell patterns under
+# site-packages, each match removed with its lines of its distribution's RECORD.
 site=$rootfs/opt/venv/lib/python3.11/site-packages
-mapfile -t prune < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$here/prune.txt" | grep -v '^$')
-for folder in "${prune[@]}"; do
-  if [[ ! -d $site/$folder ]]; then
-    # the gate's venv lacks the s3 extra's distributions; the runtime's holds every one
-    [[ $kind == gate ]] && continue
-    log "prune.txt names $folder, which the venv does not hold: remove the line"
-    exit 1
-  fi
-  mapfile -t records < <(grep -l "^$folder/" "$site"/*.dist-info/RECORD)
-  ((${#records[@]})) || { log "no RECORD in the venv lists $folder"; exit 1; }
-  rm -rf "${site:?}/$folder"
-  sed -i "\#^$folder/#d" "${records[@]}"
-done
-log "left out of the venv: ${prune[*]}"
+removed=()
+prune_from() { # LIST STRICT: STRICT=1 fails on a pattern that matches nothing
+  local pattern folder records
+  while read -r pattern; do
+    mapfile -t matches < <(cd "$site" && compgen -G "$pattern" | sort)
+    if ((${#matches[@]} == 0)); then
+      (($2)) || continue # prune.txt in the gate's venv, which lacks the s3 extra's distributions
+      log "${1##*/} names $pattern, which matches nothing in the venv: remove the line"
+      exit 1
+    fi
+    for folder in "${matches[@]}"; do
+      mapfile -t records < <(grep -l "^$folder/" "$site"/*.dist-info/RECORD)
+      ((${#records[@]})) || { log "no RECORD in the venv lists $folder"; exit 1; }
+      rm -rf "${site:?}/$folder"
+      sed -i "\#^$folder/#d" "${records[@]}"
+      removed+=("$folder")
+    done
+  done < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$1" | grep -v '^$')
+}
+if [[ $kind == gate ]]; then
+  prune_from "$here/prune.txt" 0
+  prune_from "$here/prune-gate.txt" 1
+else
+  prune_from "$here/prune.txt" 1
+fi
+log "left out of the venv: ${removed[*]}"
+# Identical files stored once, as hard links (the Helm SDK's wheel carries its 85 MB library
+# three times, under each of its sonames); every path and its bytes stay as installed.
+"$python" - "$rootfs/opt/venv" <<'PYTHON' >&2
+import hashlib, os, stat, sys
+first, saved = {}, 0
+for folder, dirs, files in os.walk(sys.argv[1]):
+    dirs.sort()
+    for name in sorted(files):
+        path = os.path.join(folder, name)
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size < 65536:
+            continue
+        with open(path, "rb") as file:
+            key = (info.st_size, info.st_mode, hashlib.sha256(file.read()).hexdigest())
+        if key in first:
+            os.unlink(path)
+            os.link(first[key], path)
+            saved += info.st_size
+        else:
+            first[key] = path
+print(f"image: identical files of /opt/venv stored once (hard links): {saved / 1e6:.0f} MB saved")
+PYTHON
 log "compiling bytecode (the root filesystem is read-only at run time)"
 # -f: also any bytecode written with the files' install times (Debian's packages compile theirs);
 # unchecked-hash bytecode records none and needs no file time to match.

@@ -23,6 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "image" / "build.sh"
+GATE_BUILD_SCRIPT = ROOT / "scripts" / "image" / "build-gate.sh"
 INSTALLER = ROOT / "scripts" / "system" / "install-debian.sh"
 INSTALL_HINT = "install them with `just system` (scripts/system/install-debian.sh, as root)"
 RUNTIME_UID = 10001
@@ -45,16 +46,17 @@ class ImageError(AssertionError):
     """The image could not be built, loaded or run; the message carries the tool's output."""
 
 
-def build_image() -> tuple[Path, str]:
-    """Run build.sh (cached after the first build); the archive path and its stderr."""
+def build_image(script: Path = BUILD_SCRIPT) -> tuple[Path, str]:
+    """Run build.sh or build-gate.sh (cached after the first build); the archive path and its
+    stderr."""
     result = subprocess.run(
-        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT
+        [str(script)], capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT
     )
     if result.returncode != 0:
-        raise ImageError(f"{BUILD_SCRIPT} failed ({result.returncode}):\n{result.stderr[-6000:]}")
+        raise ImageError(f"{script} failed ({result.returncode}):\n{result.stderr[-6000:]}")
     lines = result.stdout.strip().splitlines()
     if not lines:
-        raise ImageError(f"{BUILD_SCRIPT} printed no archive path:\n{result.stderr[-3000:]}")
+        raise ImageError(f"{script} printed no archive path:\n{result.stderr[-3000:]}")
     return Path(lines[-1]), result.stderr
 
 

@@ -143,6 +143,7 @@ def test_the_archive_carries_the_name_the_chart_renders(image_archive: Path) -> 
 INSPECT_INSTALL = r"""
 import glob, json, re, sys
 from importlib import metadata
+installed = {d.metadata["Name"] for d in metadata.distributions()}
 sys.path.insert(0, glob.glob("/usr/share/python-wheels/pip-*.whl")[0])  # the venv has no pip
 from pip._vendor.packaging.requirements import Requirement
 
@@ -165,7 +166,7 @@ root = metadata.distribution("checkpoint-runtime")
 direct_url = root.read_text("direct_url.json") or ""
 print(json.dumps({
     "version": root.version,
-    "installed": sorted({norm(d.metadata["Name"]) for d in metadata.distributions()}),
+    "installed": sorted({norm(name) for name in installed}),
     "needed": sorted({name for name, _ in seen}),
     "editable": '"editable": true' in direct_url,
 }))

@@ -134,6 +134,11 @@ policy-check: setup policy-tools-build
 image:
     scripts/image/build.sh
 
+# build the gate image offline (`checkpoint-runtime gate` as entrypoint, for CI jobs); prints the archive path last
+[group('build')]
+gate-image:
+    scripts/image/build-gate.sh
+
 # run every test (unit, render, real API server); ARGS go to pytest
 [group('test')]
 test *ARGS: setup testenv-build

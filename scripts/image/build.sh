@@ -163,7 +163,7 @@ log "installing checkpoint-runtime${extras:+[$extras]} into /opt/venv (offline, 
 # (python3-pip-whl, pinned by rootfs.lock) installs into it, run from the wheel.
 in_rootfs python3 -m venv --without-pip /opt/venv
 pip_wheel=$(cd "$rootfs" && echo usr/share/python-wheels/pip-*.whl)
-[[ -f $rootfs/$pip_wheel ]] || { log "no pip wheel in the root filesystem (python3-pip-whl)"; exit 1; }
+[[ -f $rootfs/$pip_wheel ]] || { log "no wheel of pip in the root filesystem (python3-pip-whl)"; exit 1; }
 in_rootfs /opt/venv/bin/python "/$pip_wheel/pip" install --quiet --no-compile --no-index \
   --find-links /tmp/wheels --no-cache-dir --disable-pip-version-check --no-deps --require-hashes \
   -r /tmp/wheels/install.txt >&2

@@ -10,12 +10,15 @@ loaded.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from image_harness import ROOT, archive_entries, archive_files
 
 SITE = "opt/venv/lib/python3.11/site-packages/"
 PRUNE = ROOT / "scripts" / "image" / "prune.txt"
+SIZES = ROOT / "scripts" / "image" / "sizes.py"
 # The image's file bytes, measured at 230 MB; a bound that catches a folder coming back.
 MAX_FILE_BYTES = 240_000_000
 
@@ -45,7 +48,14 @@ def test_the_image_leaves_out_what_the_runtime_never_loads(image_archive: Path) 
 
 
 def test_the_image_size(image_archive: Path) -> None:
+    """Within the bound, and as scripts/image/sizes.py (docs/image.md's table) reports it."""
     sizes = [entry.size for entry, _ in archive_entries(image_archive) if entry.isfile()]
     total = sum(sizes)
     print(f"image file bytes: {total / 1e6:.1f} MB in {len(sizes)} files")
     assert total <= MAX_FILE_BYTES
+    table = subprocess.run(
+        [sys.executable, str(SIZES), str(image_archive), "opt/venv/lib/python3.11/site-packages"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f"| everything | {total / 1e6:.1f} |" in table
+    assert "| &nbsp;&nbsp;`kubernetes` |" in table

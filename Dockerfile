@@ -21,10 +21,12 @@ COPY ci ./ci
 # Dependencies from the image's lock, each by its SHA-256 (requirements.lock without extras,
 # requirements-s3.lock with s3); then the project itself, with nothing resolved beside it.
 COPY scripts/image/requirements.lock scripts/image/requirements-s3.lock ./locks/
-RUN python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --require-hashes --no-deps \
+# The venv holds no pip or setuptools (the runtime loads neither): the base image's pip installs
+# into it.
+RUN python -m venv --without-pip /opt/venv \
+    && python -m pip --python /opt/venv/bin/python install --require-hashes --no-deps \
         -r "locks/requirements${EXTRAS:+-${EXTRAS}}.lock" \
-    && /opt/venv/bin/pip install --no-deps ".${EXTRAS:+[${EXTRAS}]}"
+    && python -m pip --python /opt/venv/bin/python install --no-deps ".${EXTRAS:+[${EXTRAS}]}"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="checkpoint-runtime" \

@@ -27,6 +27,11 @@ setup-gate:
 lock *ARGS: setup
     scripts/setup/lock.sh {{ ARGS }}
 
+# rewrite scripts/image/rootfs.lock: every Debian package of the image by name, version, architecture and SHA-256, resolved from scripts/image/rootfs-packages.txt against the Debian sources of the day, the .debs cached by hash (as root)
+[group('setup')]
+lock-debian: setup
+    PYTHON={{ py }} scripts/image/lock-debian.sh
+
 # install the pinned Debian packages the image build and the test node need (idempotent)
 [group('setup')]
 system:
@@ -128,6 +133,11 @@ policy-check: setup policy-tools-build
 [group('build')]
 image:
     scripts/image/build.sh
+
+# build the gate image offline (`checkpoint-runtime gate` as entrypoint, for CI jobs); prints the archive path last
+[group('build')]
+gate-image:
+    scripts/image/build-gate.sh
 
 # run every test (unit, render, real API server); ARGS go to pytest
 [group('test')]

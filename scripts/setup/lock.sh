@@ -6,6 +6,7 @@
 #                                              `just setup-gate`, the first run of scripts/just
 #   scripts/image/requirements[-EXTRAS].lock   the image's wheelhouse, without extras and with
 #                                              the Dockerfile's EXTRAS (scripts/image/build.sh)
+#   scripts/image/requirements-gate.lock       the gate image's wheelhouse (build-gate.sh)
 #   scripts/testenv/scanners/requirements.txt  checkov (scanners.in): build-scanners.sh
 #
 # Each lock pins every package it needs by version and by the SHA-256 of each of that version's
@@ -39,6 +40,9 @@ lock scripts/setup/gate.lock pyproject.toml --extra gate scripts/setup/gate.in \
   --constraint scripts/setup/dev.lock
 lock scripts/image/requirements.lock pyproject.toml --constraint scripts/setup/dev.lock
 lock "scripts/image/requirements-$extras.lock" pyproject.toml --extra "$extras" \
+  --constraint scripts/setup/dev.lock
+# the gate image's wheelhouse (scripts/image/build-gate.sh): the runtime with its gate extra
+lock scripts/image/requirements-gate.lock pyproject.toml --extra gate \
   --constraint scripts/setup/dev.lock
 lock scripts/testenv/scanners/requirements.txt scripts/setup/scanners.in
 echo "lock: done; $(cat scripts/setup/*.lock scripts/image/*.lock \

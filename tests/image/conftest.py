@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_harness import ImageError, Podman, build_image, require_tools
+from image_harness import GATE_BUILD_SCRIPT, ImageError, Podman, build_image, require_tools
 
-IMAGE_FIXTURES = {"image_build", "image_archive", "podman", "image"}
+IMAGE_FIXTURES = {"image_build", "image_archive", "podman", "image", "gate_archive", "gate_image"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,3 +48,14 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
 def image(podman: Podman, image_archive: Path) -> str:
     """The image's name, loaded from the archive build.sh made."""
     return podman.load(image_archive)
+
+
+@pytest.fixture(scope="session")
+def gate_archive() -> Path:
+    """The gate image's archive, built by build-gate.sh (or taken from its cache) once a session."""
+    return build_image(GATE_BUILD_SCRIPT)[0]
+
+
+@pytest.fixture(scope="session")
+def gate_image(podman: Podman, gate_archive: Path) -> str:
+    return podman.load(gate_archive)

@@ -16,12 +16,14 @@ import subprocess
 import tarfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "image" / "build.sh"
+GATE_BUILD_SCRIPT = ROOT / "scripts" / "image" / "build-gate.sh"
 INSTALLER = ROOT / "scripts" / "system" / "install-debian.sh"
 INSTALL_HINT = "install them with `just system` (scripts/system/install-debian.sh, as root)"
 RUNTIME_UID = 10001
@@ -44,16 +46,17 @@ class ImageError(AssertionError):
     """The image could not be built, loaded or run; the message carries the tool's output."""
 
 
-def build_image() -> tuple[Path, str]:
-    """Run build.sh (cached after the first build); the archive path and its stderr."""
+def build_image(script: Path = BUILD_SCRIPT) -> tuple[Path, str]:
+    """Run build.sh or build-gate.sh (cached after the first build); the archive path and its
+    stderr."""
     result = subprocess.run(
-        [str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT
+        [str(script)], capture_output=True, text=True, check=False, timeout=BUILD_TIMEOUT
     )
     if result.returncode != 0:
-        raise ImageError(f"{BUILD_SCRIPT} failed ({result.returncode}):\n{result.stderr[-6000:]}")
+        raise ImageError(f"{script} failed ({result.returncode}):\n{result.stderr[-6000:]}")
     lines = result.stdout.strip().splitlines()
     if not lines:
-        raise ImageError(f"{BUILD_SCRIPT} printed no archive path:\n{result.stderr[-3000:]}")
+        raise ImageError(f"{script} printed no archive path:\n{result.stderr[-3000:]}")
     return Path(lines[-1]), result.stderr
 
 
@@ -85,6 +88,32 @@ def archive_entries(archive: Path, read: str = "") -> list[tuple[tarfile.TarInfo
                         head = data.read(16) if data is not None else b""
                     found.append((info, head))
     return found
+
+
+def archive_files(archive: Path, wanted: Callable[[str], bool]) -> dict[str, bytes]:
+    """The content of each file of the image's layers whose path (no leading ./) is `wanted`."""
+    found: dict[str, bytes] = {}
+    with tarfile.open(archive) as tar:
+        (entry,) = _json_member(tar, "manifest.json")
+        for layer in entry["Layers"]:
+            member = tar.extractfile(layer)
+            if member is None:
+                raise ImageError(f"{layer} is not a file in the archive")
+            with tarfile.open(fileobj=member, mode="r|*") as contents:
+                for info in contents:
+                    name = info.name.removeprefix("./")
+                    if info.isfile() and wanted(name):
+                        data = contents.extractfile(info)
+                        found[name] = data.read() if data is not None else b""
+    return found
+
+
+def archive_file(archive: Path, path: str) -> bytes:
+    """The content of one file of the image's layers."""
+    found = archive_files(archive, lambda name: name == path)
+    if path not in found:
+        raise ImageError(f"no file {path} in {archive}")
+    return found[path]
 
 
 def _json_member(tar: tarfile.TarFile, name: str) -> Any:

@@ -72,6 +72,7 @@ def test_the_locks_are_the_ones_lock_sh_writes() -> None:
     assert {lock.name for lock in IMAGE_LOCKS} == {
         "requirements.lock",
         f"requirements-{extras}.lock",
+        "requirements-gate.lock",  # the gate image's (scripts/image/build-gate.sh)
     }
 
 

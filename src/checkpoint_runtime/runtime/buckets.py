@@ -114,7 +114,7 @@ class BucketLeadership:
         shape = vetting(store.lease_name, int(timings.lease_duration))
 
         def elector(name: str, check_layout: bool = False) -> LeaderElector:
-            lock = lease_lock(api, namespace, name, identity)
+            lock = lease_lock(api, namespace, name, identity, store.lease_name)
             return LeaderElector(
                 lock, timings, vetting=shape, layout=self.buckets if check_layout else None
             )

@@ -18,10 +18,16 @@ if TYPE_CHECKING:
 
 
 def lease_lock(
-    api: client.ApiClient, namespace: str, lease_name: str, identity: str
+    api: client.ApiClient,
+    namespace: str,
+    lease_name: str,
+    identity: str,
+    store_name: str | None = None,
 ) -> KubernetesLeaseLock:
-    """The lock over the store's Lease, labelling it as the store's when it writes it."""
-    return KubernetesLeaseLock(api, namespace, lease_name, identity, lease_labels(lease_name))
+    """The lock over the store's Lease (or, given the store's own Lease name `store_name`, one
+    of its bucket or membership Leases), labelling it as the store's when it writes it."""
+    labels = lease_labels(store_name or lease_name)
+    return KubernetesLeaseLock(api, namespace, lease_name, identity, labels)
 
 
 def vetting(lease_name: str, own_duration: int) -> LeaseVetting:

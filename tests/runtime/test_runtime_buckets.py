@@ -1,0 +1,205 @@
+"""Leadership buckets on the real API server, as the chart's ServiceAccount (its Role pins the
+bucket and membership Leases): replicas spread the buckets, hand them over in order, and every
+shard carries its bucket's Lease uid.
+
+One process leads every bucket alone (R = 1); a second joins and the first hands its surplus
+over (stop, flush, release) until each leads ⌈B/R⌉ = 2; the second stops (SIGTERM: it hands
+every bucket over) and the first takes them back. Every object is emitted exactly once across
+the two processes and the moves: a handover flushes before it releases, so the next leader's
+checkpoint covers everything the last one emitted (the debounce is longer than the test, so
+only a handover's flush writes the checkpoints: releasing first fails the test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_runtime.constants import ANNOTATION_BUCKETS, ANNOTATION_LEASE_UID
+from checkpoint_runtime.election.buckets import bucket_lease_name, bucket_of
+from checkpoint_runtime.format.naming import shard_name
+from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.polling import wait_for
+from checkpoint_testenv.support.runtime_process import RuntimeProcess, runtime_config, write_objects
+
+BUCKETS = 4
+
+
+def feeds_covering(buckets: int, per_bucket: int = 1) -> list[str]:
+    """Feed names whose collector namespaces (tn1/objectstore/<feed>) fill every bucket."""
+    chosen: dict[int, list[str]] = {index: [] for index in range(buckets)}
+    number = 0
+    while any(len(names) < per_bucket for names in chosen.values()):
+        feed = f"feed-{number}"
+        names = chosen[bucket_of(f"tn1/objectstore/{feed}", buckets)]
+        if len(names) < per_bucket:
+            names.append(feed)
+        number += 1
+    return sorted(feed for names in chosen.values() for feed in names)
+
+
+def bucketed_config(release: Release, root: Path, feeds: list[str]) -> dict[str, Any]:
+    # No debounced persist within the test: a checkpoint reaches its shard only by a flush (the
+    # handover's, or take_ownership's), so a handover that released before it flushed would
+    # leave the next leader a checkpoint without the last objects, and it would emit them again.
+    config = runtime_config(release, root, debounceSeconds=300)
+    template = config["collectors"][0]
+    config["collectors"] = [
+        {**template, "feed": feed, "url": (root / feed).as_uri()} for feed in feeds
+    ]
+    return config
+
+
+@pytest.fixture
+def release(chart_install: Callable[..., Release]) -> Release:
+    return chart_install({"checkpoint": {"store": {"buckets": BUCKETS}}})
+
+
+def led(proc: RuntimeProcess) -> int:
+    return int(proc.metric("checkpoint_buckets_led") or 0)
+
+
+def test_replicas_spread_the_buckets_and_hand_them_over_without_re_emitting(
+    release: Release, tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    feeds = feeds_covering(BUCKETS)
+    for feed in feeds:
+        (tmp_path / feed).mkdir()
+    config = bucketed_config(release, tmp_path, feeds)
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    written: list[str] = []
+
+    def write_round(tag: str) -> None:
+        for feed in feeds:
+            write_objects(tmp_path / feed, [f"{feed}-{tag}.json"])
+            written.append(f"{feed}-{tag}.json")
+
+    a = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(a.start())
+    wait_for(lambda: led(a) == BUCKETS, 30, "runtime-a leads every bucket alone")
+    write_round("0")
+    wait_for(lambda: len(a.objects()) == len(feeds), 20, "runtime-a emits one object per feed")
+
+    b = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(b.start())
+    wait_for(lambda: led(a) == 2 and led(b) == 2, 30, "the buckets spread 2/2")
+    assert a.metric("checkpoint_bucket_share") == 2.0
+    assert b.metric("checkpoint_bucket_members") == 2.0
+    handed = sum(
+        a.metric("checkpoint_bucket_handovers_total", f'bucket="{index}"') or 0
+        for index in range(BUCKETS)
+    )
+    assert handed == 2  # exactly the surplus moved, nothing else
+    write_round("1")
+    wait_for(
+        lambda: len(a.objects()) + len(b.objects()) == 2 * len(feeds), 20, "both replicas emit"
+    )
+
+    # every shard carries its own bucket's Lease uid (the fence of that bucket)
+    with release.plane.admin_api() as api:
+        from kubernetes import client
+
+        core = client.CoreV1Api(api)
+        leases = client.CoordinationV1Api(api)
+        root = leases.read_namespaced_lease(release.lease_name, release.coordination_namespace)
+        assert (root.metadata.annotations or {}).get(ANNOTATION_BUCKETS) == str(BUCKETS)
+        assert not root.spec.holder_identity  # nobody leads through the store's own Lease
+        for feed in feeds:
+            namespace = f"tn1/objectstore/{feed}"
+            index = bucket_of(namespace, BUCKETS)
+            lease = leases.read_namespaced_lease(
+                bucket_lease_name(release.lease_name, index, BUCKETS),
+                release.coordination_namespace,
+            )
+            head = core.read_namespaced_config_map(
+                shard_name(release.lease_name, namespace), release.coordination_namespace
+            )
+            assert head.metadata.annotations[ANNOTATION_LEASE_UID] == lease.metadata.uid
+
+    assert b.terminate() == 0  # hands both its buckets over
+    wait_for(lambda: led(a) == BUCKETS, 30, "runtime-a takes the released buckets back")
+    write_round("2")
+    wait_for(
+        lambda: len(a.objects()) + len(b.objects()) == 3 * len(feeds),
+        20,
+        "runtime-a emits the third round",
+    )
+    emitted = a.objects() + b.objects()
+    assert sorted(emitted) == sorted(written)  # each object exactly once, across every move
+    assert a.running
+
+
+class _Probe:
+    """Stands in front of a held bucket's runner or store and, when the handover calls it,
+    reads the bucket's Lease from the API server: who holds it at that moment."""
+
+    def __init__(self, inner: Any, lease: Callable[[], str], seen: list[tuple[str, str]]) -> None:
+        self._inner = inner
+        self._lease = lease
+        self._seen = seen
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._seen.append(("stop", self._lease()))
+        self._inner.stop(timeout)
+
+    def flush(self) -> None:
+        self._seen.append(("flush", self._lease()))
+        self._inner.flush()
+
+
+def test_a_handover_stops_and_flushes_while_the_lease_is_still_held(
+    release: Release, tmp_path: Path
+) -> None:
+    """The order of a handover, seen from the API server: the bucket's Lease still names this
+    replica when its collectors are stopped and when its store is flushed, and names nobody
+    after. Releasing first (Knative's failure: the Lease released before the reconciler is
+    demoted) lets another replica lead the bucket while this one's collectors still run."""
+    from kubernetes import client
+
+    from checkpoint_runtime.collectors.sink import open_sink
+    from checkpoint_runtime.runtime.backend import lease_client, open_backend
+    from checkpoint_runtime.runtime.buckets import BucketLeadership
+    from checkpoint_runtime.runtime.metrics import RuntimeMetrics
+    from checkpoint_runtime.runtime.settings import parse
+
+    feeds = feeds_covering(BUCKETS)
+    for feed in feeds:
+        (tmp_path / feed).mkdir()
+    settings = parse(bucketed_config(release, tmp_path, feeds))
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    metrics = RuntimeMetrics()
+    backend = open_backend(settings.store, kubeconfig=str(kubeconfig))
+    api = lease_client(backend)  # type: ignore[arg-type]
+    sink = open_sink("file", str(tmp_path / "records.jsonl"))
+    fatal: list[BaseException] = []
+    leadership = BucketLeadership(
+        settings, "probe-a", metrics, backend, api, release.coordination_namespace, sink,
+        fatal.append,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: (leadership.round(), len(leadership.held))[1] == BUCKETS, 20, "leads all")
+        index = 0
+        held = leadership.held[index]
+        name = bucket_lease_name(release.lease_name, index, BUCKETS)
+        leases = client.CoordinationV1Api(api)
+
+        def holder() -> str:
+            lease = leases.read_namespaced_lease(name, release.coordination_namespace)
+            return str(lease.spec.holder_identity or "")
+
+        seen: list[tuple[str, str]] = []
+        held.runner = _Probe(held.runner, holder, seen)  # type: ignore[assignment]
+        held.store = _Probe(held.store, holder, seen)  # type: ignore[assignment]
+        leadership.hand_over(index)
+        assert seen == [("stop", "probe-a"), ("flush", "probe-a")]
+        assert held.steps == ["stopped", "flushed", "released"]
+        assert holder() == ""
+        assert not fatal
+    finally:
+        leadership.stop()
+        api.close()  # type: ignore[no-untyped-call]
+        backend.close()
+        sink.close()

@@ -22,44 +22,16 @@ from checkpoint_runtime.constants import ANNOTATION_BUCKETS, ANNOTATION_LEASE_UI
 from checkpoint_runtime.election.buckets import bucket_lease_name, bucket_of
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_testenv.helm import Release
+from checkpoint_testenv.support.buckets import bucketed_config, feeds_covering, led
 from checkpoint_testenv.support.polling import wait_for
-from checkpoint_testenv.support.runtime_process import RuntimeProcess, runtime_config, write_objects
+from checkpoint_testenv.support.runtime_process import RuntimeProcess, write_objects
 
 BUCKETS = 4
-
-
-def feeds_covering(buckets: int, per_bucket: int = 1) -> list[str]:
-    """Feed names whose collector namespaces (tn1/objectstore/<feed>) fill every bucket."""
-    chosen: dict[int, list[str]] = {index: [] for index in range(buckets)}
-    number = 0
-    while any(len(names) < per_bucket for names in chosen.values()):
-        feed = f"feed-{number}"
-        names = chosen[bucket_of(f"tn1/objectstore/{feed}", buckets)]
-        if len(names) < per_bucket:
-            names.append(feed)
-        number += 1
-    return sorted(feed for names in chosen.values() for feed in names)
-
-
-def bucketed_config(release: Release, root: Path, feeds: list[str]) -> dict[str, Any]:
-    # No debounced persist within the test: a checkpoint reaches its shard only by a flush (the
-    # handover's, or take_ownership's), so a handover that released before it flushed would
-    # leave the next leader a checkpoint without the last objects, and it would emit them again.
-    config = runtime_config(release, root, debounceSeconds=300)
-    template = config["collectors"][0]
-    config["collectors"] = [
-        {**template, "feed": feed, "url": (root / feed).as_uri()} for feed in feeds
-    ]
-    return config
 
 
 @pytest.fixture
 def release(chart_install: Callable[..., Release]) -> Release:
     return chart_install({"checkpoint": {"store": {"buckets": BUCKETS}}})
-
-
-def led(proc: RuntimeProcess) -> int:
-    return int(proc.metric("checkpoint_buckets_led") or 0)
 
 
 def test_replicas_spread_the_buckets_and_hand_them_over_without_re_emitting(

@@ -12,12 +12,14 @@ only a handover's flush writes the checkpoints: releasing first fails the test).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from checkpoint_runtime import cli
 from checkpoint_runtime.constants import ANNOTATION_BUCKETS, ANNOTATION_LEASE_UID
 from checkpoint_runtime.election.buckets import bucket_lease_name, bucket_of
 from checkpoint_runtime.format.naming import shard_name
@@ -34,8 +36,21 @@ def release(chart_install: Callable[..., Release]) -> Release:
     return chart_install({"checkpoint": {"store": {"buckets": BUCKETS}}})
 
 
+def inspect_json(release: Release, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """`checkpoint-runtime inspect --json` of the release's store, as an operator (admin)."""
+    args = ["--namespace", release.coordination_namespace, "--lease-name", release.lease_name]
+    capsys.readouterr()
+    kubeconfig = str(release.plane.kubeconfig)
+    assert cli.main(["inspect", *args, "--kubeconfig", kubeconfig, "--json"]) == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
 def test_replicas_spread_the_buckets_and_hand_them_over_without_re_emitting(
-    release: Release, tmp_path: Path, procs: list[RuntimeProcess]
+    release: Release,
+    tmp_path: Path,
+    procs: list[RuntimeProcess],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     feeds = feeds_covering(BUCKETS)
     for feed in feeds:
@@ -69,6 +84,21 @@ def test_replicas_spread_the_buckets_and_hand_them_over_without_re_emitting(
     wait_for(
         lambda: len(a.objects()) + len(b.objects()) == 2 * len(feeds), 20, "both replicas emit"
     )
+
+    # `inspect` shows the placement: each bucket's holder and shards, the membership
+    placement = inspect_json(release, capsys)["placement"]
+    assert placement["buckets"] == BUCKETS
+    assert {holder: len(led) for holder, led in placement["led_by"].items()} == {
+        "runtime-a": 2,
+        "runtime-b": 2,
+    }
+    assert sorted(s for entry in placement["leases"] for s in entry["shards"]) == sorted(
+        f"tn1/objectstore/{feed}" for feed in feeds
+    )
+    assert sorted(m["holder"] for m in placement["members"] if m["holder"]) == [
+        "runtime-a",
+        "runtime-b",
+    ]
 
     # every shard carries its own bucket's Lease uid (the fence of that bucket)
     with release.plane.admin_api() as api:

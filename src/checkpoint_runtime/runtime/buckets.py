@@ -347,23 +347,12 @@ class BucketLeadership:
         return True
 
     def _prover(self, held: HeldBucket) -> Callable[[int], int]:
-        """The proof before writing over another Lease object's stamp: a guarded renewal of the
-        bucket's Lease, then a read of the store's Lease, which must still record our layout
-        (a replica of another layout may otherwise lead the same shard under its own Lease)."""
-
-        def prove(epoch: int) -> int:
-            ours = held.elector.renew_above(epoch)
+        def recorded() -> int:
             reader = lease_lock(self.api, self.namespace, self.lease_name, self.identity)
             record = reader.get(self.settings.timings.renew_deadline)
-            recorded = 1 if record is None else record.buckets
-            if recorded != self.buckets:
-                raise LeadershipLostError(
-                    f"bucket {held.index}: the store's Lease records {recorded} bucket(s), not "
-                    f"{self.buckets}: not writing over another layout's shards"
-                )
-            return ours
+            return 1 if record is None else record.buckets
 
-        return prove
+        return layout_proof(held.elector, self.buckets, recorded, f"bucket {held.index}")
 
     def hand_over(self, index: int) -> None:
         """Give bucket `index` up, in the only safe order: stop its collectors and persist
@@ -416,3 +405,26 @@ class BucketLeadership:
         self.metrics.bucket_share.set(self.share)
         self.metrics.bucket_members.set(self.members)
         self.metrics.store.leader.set(1 if self.held else 0)
+
+
+def layout_proof(
+    elector: LeaderElector, buckets: int, recorded: Callable[[], int], what: str
+) -> Callable[[int], int]:
+    """The proof a bucket's store makes before writing over another Lease object's stamp: a
+    guarded renewal of the bucket's Lease (`renew_above`), then `recorded()`, a read of the
+    number of buckets the store's Lease records, which must still be `buckets`. Read after the
+    renewal, it sees any change of layout made before a shard's stamp was written by the other
+    layout (which changes the record first), so a replica of a replaced layout never writes
+    over the shards of the layout that replaced it."""
+
+    def prove(epoch: int) -> int:
+        ours = elector.renew_above(epoch)
+        found = recorded()
+        if found != buckets:
+            raise LeadershipLostError(
+                f"{what}: the store's Lease records {found} bucket(s), not {buckets}: not "
+                "writing over another layout's shards"
+            )
+        return ours
+
+    return prove

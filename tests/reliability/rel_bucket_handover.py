@@ -285,9 +285,9 @@ class Trial:
         if version != self.version:  # a commit: who made it, under which layout
             self.version = version
             writer = head.metadata.annotations[ANNOTATION_WRITER]
-            if self.outcome.commits and writer != self.outcome.commits[-1]:
-                if writer in self.outcome.commits:
-                    raise self._fail(f"{writer} committed again after {self.outcome.commits}")
+            commits = self.outcome.commits
+            if commits and writer != commits[-1] and writer in commits:
+                raise self._fail(f"{writer} committed again after {commits}")
             self.outcome.commits.append(writer)
             self.layouts.append(LAYOUT[writer])
             if LAYOUT[writer] != 1 and 1 in self.layouts[:-1]:

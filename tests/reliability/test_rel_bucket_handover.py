@@ -60,5 +60,5 @@ def test_the_checker_catches_a_bucket_proof_without_the_layout_read(
 
     monkeypatch.setattr(rel_bucket_handover, "layout_proof", renewal_only)
     assert buckets.layout_proof is not renewal_only
-    with pytest.raises(RaceViolation, match="replaced layout committed|committed again"):
+    with pytest.raises(RaceViolation, match=r"replaced layout committed|committed again"):
         run_scope(target, "layout")

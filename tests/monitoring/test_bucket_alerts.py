@@ -30,7 +30,7 @@ def rule(sdk: SdkRenderer, buckets: int) -> dict[str, Any]:
 
 def test_the_bucket_alerts_render_only_with_several_buckets(sdk: SdkRenderer) -> None:
     assert not BUCKET_ALERTS & set(tools.alerts(rule(sdk, 1)))
-    assert BUCKET_ALERTS <= set(tools.alerts(rule(sdk, 3)))
+    assert set(tools.alerts(rule(sdk, 3))) >= BUCKET_ALERTS
 
 
 def test_each_bucket_alert_fires_when_it_should_and_stays_quiet_otherwise(

@@ -13,6 +13,7 @@ only a handover's flush writes the checkpoints: releasing first fails the test).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,12 @@ from checkpoint_runtime.constants import ANNOTATION_BUCKETS, ANNOTATION_LEASE_UI
 from checkpoint_runtime.election.buckets import bucket_lease_name, bucket_of
 from checkpoint_runtime.format.naming import shard_name
 from checkpoint_testenv.helm import Release
-from checkpoint_testenv.support.buckets import bucketed_config, feeds_covering, led
+from checkpoint_testenv.support.buckets import (
+    bucketed_config,
+    feeds_covering,
+    lease_requests,
+    led,
+)
 from checkpoint_testenv.support.polling import wait_for
 from checkpoint_testenv.support.runtime_process import RuntimeProcess, write_objects
 
@@ -205,3 +211,81 @@ def test_a_handover_stops_and_flushes_while_the_lease_is_still_held(
         api.close()  # type: ignore[no-untyped-call]
         backend.close()
         sink.close()
+
+
+def test_three_replicas_spread_six_buckets_and_a_killed_ones_move_alone(
+    chart_install: Callable[..., Release], tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    """3 replicas, B = 6: 2/2/2; the Lease traffic measured against its formula; one replica
+    SIGKILLed: its two buckets move to the others within the lease duration and a round, no
+    other bucket moves, and the other buckets' collectors go on emitting meanwhile."""
+    buckets = 6
+    release = chart_install({"checkpoint": {"store": {"buckets": buckets}}})
+    feeds = feeds_covering(buckets)
+    for feed in feeds:
+        (tmp_path / feed).mkdir()
+    config = bucketed_config(release, tmp_path, feeds)
+    timings = config["leaderElection"]
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    replicas = [RuntimeProcess(tmp_path, f"runtime-{n}", config, kubeconfig) for n in "abc"]
+    for proc in replicas:
+        procs.append(proc.start())
+    wait_for(lambda: [led(p) for p in replicas] == [2, 2, 2], 40, "the buckets spread 2/2/2")
+
+    # Lease traffic: each replica renews its membership slot and each bucket it leads once a
+    # retry period, and reads the store's Lease, the other slots and the buckets it does not
+    # lead once a round (a retry period jittered by up to 1.2 x: 1.6 x on average)
+    retry = timings["retryPeriodSeconds"]
+    before, started = lease_requests(release), time.monotonic()
+    time.sleep(6)  # a window of traffic, not a condition: nothing to wait on
+    after, seconds = lease_requests(release), time.monotonic() - started
+    updates = (after.get("PUT", 0) - before.get("PUT", 0)) / seconds
+    gets = (after.get("GET", 0) - before.get("GET", 0)) / seconds
+    expected_updates = (buckets + len(replicas)) / retry
+    expected_gets = len(replicas) * (1 + (buckets - 1) + (buckets - 2)) / (1.6 * retry)
+    print(
+        f"lease traffic, B={buckets} R={len(replicas)} retry={retry}s: {updates:.1f} updates/s "
+        f"(formula {expected_updates:.1f}), {gets:.1f} gets/s (formula {expected_gets:.1f})"
+    )
+    assert 0.6 * expected_updates <= updates <= 1.2 * expected_updates
+    assert 0.4 * expected_gets <= gets <= 1.2 * expected_gets
+
+    survivors, killed = replicas[:2], replicas[2]
+    moved_before = {
+        p.name: [p.metric("checkpoint_bucket_leader", f'bucket="{i}"') for i in range(buckets)]
+        for p in survivors
+    }
+    killed_buckets = {
+        i for i in range(buckets) if killed.metric("checkpoint_bucket_leader", f'bucket="{i}"')
+    }
+    surviving_feeds = [
+        f for f in feeds if bucket_of(f"tn1/objectstore/{f}", buckets) not in killed_buckets
+    ]
+    killed.kill()
+    started = time.monotonic()
+    delays: list[float] = []
+    rounds = 0
+    while sum(led(p) for p in survivors) < buckets:
+        assert time.monotonic() - started < 30, "the killed replica's buckets did not move"
+        for feed in surviving_feeds:  # the other buckets' collectors go on meanwhile
+            name = f"{feed}-live-{rounds}.json"
+            write_objects(tmp_path / feed, [name])
+            written = time.monotonic()
+            wait_for(lambda n=name: any(n in p.objects() for p in survivors), 5, f"{name} emitted")
+            delays.append(time.monotonic() - written)
+        rounds += 1
+    moved = time.monotonic() - started
+    bound = timings["leaseDurationSeconds"] + 2.2 * retry
+    print(
+        f"killed replica's buckets {sorted(killed_buckets)} moved in {moved:.2f} s "
+        f"(lease {timings['leaseDurationSeconds']} s + a jittered round {2.2 * retry:.1f} s = "
+        f"{bound:.1f} s); other buckets' objects emitted within {max(delays):.2f} s "
+        f"({len(delays)} objects)"
+    )
+    assert moved <= bound + 1.5  # + the opening of two stores on a loaded machine
+    assert [led(p) for p in survivors] == [3, 3]
+    for proc in survivors:  # what each survivor led before, it leads still: nothing else moved
+        for index, was in enumerate(moved_before[proc.name]):
+            if was:
+                assert proc.metric("checkpoint_bucket_leader", f'bucket="{index}"') == 1.0
+    assert max(delays) < 2.0

@@ -42,3 +42,23 @@ def bucketed_config(release: Release, root: Path, feeds: list[str]) -> dict[str,
 def led(proc: RuntimeProcess) -> int:
     """The buckets `proc` leads (its checkpoint_buckets_led)."""
     return int(proc.metric("checkpoint_buckets_led") or 0)
+
+
+def lease_requests(release: Release) -> dict[str, float]:
+    """The API server's count of Lease requests so far (apiserver_request_total, every
+    namespace), by its verb: GET, PUT (an update), POST (a create). Its own identity Lease adds
+    about one PUT per 10 s; nothing else in the test control plane writes Leases."""
+    with release.plane.admin_api() as api:
+        method, url, headers, body, post = api.param_serialize(
+            "GET", "/metrics", auth_settings=["BearerToken"]
+        )
+        response = api.call_api(method, url, headers, body, post, _request_timeout=10)
+        response.read()
+        text = response.data.decode()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{") or 'resource="leases"' not in line:
+            continue
+        verb = line.split('verb="', 1)[1].split('"', 1)[0]
+        counts[verb] = counts.get(verb, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts

@@ -61,7 +61,7 @@ def test_several_buckets_pin_their_leases_and_pass(gate: Gate, name: str) -> Non
     [
         (
             {"checkpoint": {"store": {"backend": "file", "buckets": 2}}},
-            "checkpoint.store.buckets: 2 buckets need the kubernetes store",
+            "more than 1 bucket (checkpoint.store.buckets) needs the kubernetes store",
         ),
         (
             {"checkpoint": {"store": {"buckets": 2, "legacyConfigMap": "old-checkpoints"}}},

@@ -289,3 +289,84 @@ def test_three_replicas_spread_six_buckets_and_a_killed_ones_move_alone(
             if was:
                 assert proc.metric("checkpoint_bucket_leader", f'bucket="{index}"') == 1.0
     assert max(delays) < 2.0
+
+
+def test_no_bucket_is_led_while_a_one_bucket_leader_holds_the_stores_lease(
+    release: Release, tmp_path: Path
+) -> None:
+    """The store's Lease records four buckets but a one-bucket leader still holds it (the
+    record was just changed; its handover, flush then release, has not ended): a replica of
+    four buckets leads nothing until it is released, so the two layouts never lead at once."""
+    from datetime import UTC, datetime
+
+    from checkpoint_runtime.collectors.sink import open_sink
+    from checkpoint_runtime.election.lease_lock import LeaseRecord
+    from checkpoint_runtime.runtime.backend import lease_client, open_backend
+    from checkpoint_runtime.runtime.buckets import BucketLeadership
+    from checkpoint_runtime.runtime.lease import lease_lock
+    from checkpoint_runtime.runtime.metrics import RuntimeMetrics
+    from checkpoint_runtime.runtime.settings import parse
+    from checkpoint_runtime.store.seal import new_store_key
+
+    feeds = feeds_covering(BUCKETS)
+    for feed in feeds:
+        (tmp_path / feed).mkdir()
+    settings = parse(bucketed_config(release, tmp_path, feeds))
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    backend = open_backend(settings.store, kubeconfig=str(kubeconfig))
+    api = lease_client(backend)  # type: ignore[arg-type]
+    sink = open_sink("file", str(tmp_path / "records.jsonl"))
+    fatal: list[BaseException] = []
+    namespace = release.coordination_namespace
+    holder = lease_lock(api, namespace, release.lease_name, "single-a")
+    now = datetime.now(UTC)
+    holder.keep_store_key(new_store_key())  # as a one-bucket leader's Lease carries one
+    holder.create(LeaseRecord("single-a", 60, now, now, 3, 0, BUCKETS), 10)
+    leadership = BucketLeadership(
+        settings, "spread-a", RuntimeMetrics(), backend, api, namespace, sink, fatal.append
+    )
+    try:
+        for _ in range(3):
+            leadership.round()
+            assert not leadership.held
+            assert leadership.problem is not None
+            assert "is held by 'single-a'" in leadership.problem
+        holder.update(LeaseRecord("", 1, now, now, 3, 0, BUCKETS), 10)  # its handover ends
+        wait_for(lambda: (leadership.round(), len(leadership.held))[1] == BUCKETS, 20, "leads")
+        assert not fatal
+    finally:
+        leadership.stop()
+        api.close()  # type: ignore[no-untyped-call]
+        backend.close()
+        sink.close()
+
+
+def test_one_bucket_runs_with_exactly_the_objects_of_a_store_without_buckets(
+    chart_install: Callable[..., Release], tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    """The default (one bucket): one Lease, the store's, with no record of a layout, and the
+    shard under the name derived from it, as before buckets existed."""
+    release = chart_install()
+    feeds = feeds_covering(1)
+    (tmp_path / feeds[0]).mkdir()
+    config = bucketed_config(release, tmp_path, feeds)
+    assert "buckets" not in config["store"]  # the chart renders none for one bucket
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    proc = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(proc.start())
+    wait_for(proc.leading, 20, "it leads")
+    write_objects(tmp_path / feeds[0], ["x.json"])
+    wait_for(lambda: proc.objects() == ["x.json"], 20, "it emits")
+    assert proc.metric("checkpoint_buckets_led") == 0.0  # led through the store's own Lease
+    with release.plane.admin_api() as api:
+        from kubernetes import client
+
+        leases = client.CoordinationV1Api(api).list_namespaced_lease(release.coordination_namespace)
+        assert [lease.metadata.name for lease in leases.items] == [release.lease_name]
+        assert ANNOTATION_BUCKETS not in (leases.items[0].metadata.annotations or {})
+        maps = client.CoreV1Api(api).list_namespaced_config_map(
+            release.coordination_namespace, label_selector="checkpoint-runtime.io/component"
+        )
+        heads = [m.metadata.name for m in maps.items if m.metadata.labels.get(
+            "checkpoint-runtime.io/component") == "checkpoint-shard"]  # fmt: skip
+        assert heads == [shard_name(release.lease_name, f"tn1/objectstore/{feeds[0]}")]

@@ -370,3 +370,37 @@ def test_one_bucket_runs_with_exactly_the_objects_of_a_store_without_buckets(
         heads = [m.metadata.name for m in maps.items if m.metadata.labels.get(
             "checkpoint-runtime.io/component") == "checkpoint-shard"]  # fmt: skip
         assert heads == [shard_name(release.lease_name, f"tn1/objectstore/{feeds[0]}")]
+
+
+def test_a_bucket_with_a_forged_head_runs_its_other_collectors_and_is_not_ready(
+    release: Release, tmp_path: Path, procs: list[RuntimeProcess]
+) -> None:
+    """A head whose seal does not match the store key, in a bucket a replica leads: refused by
+    name, its collector not run, the replica not ready; the other collectors run."""
+    feeds = feeds_covering(BUCKETS)
+    for feed in feeds:
+        (tmp_path / feed).mkdir()
+    config = bucketed_config(release, tmp_path, feeds)
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    first = RuntimeProcess(tmp_path, "runtime-a", config, kubeconfig)
+    procs.append(first.start())
+    wait_for(lambda: led(first) == BUCKETS, 30, "it leads every bucket")
+    assert first.terminate() == 0  # every head written and sealed by now
+    forged = feeds[0]
+    with release.plane.admin_api() as api:
+        from kubernetes import client
+
+        core = client.CoreV1Api(api)
+        name = shard_name(release.lease_name, f"tn1/objectstore/{forged}")
+        head = core.read_namespaced_config_map(name, release.coordination_namespace)
+        head.metadata.annotations["checkpoint-runtime.io/seal"] = "hmac-sha256-v1:" + "0" * 64
+        core.replace_namespaced_config_map(name, release.coordination_namespace, head)
+    second = RuntimeProcess(tmp_path, "runtime-b", config, kubeconfig)
+    procs.append(second.start())
+    wait_for(lambda: "refused foreign shard heads" in second.get("/readyz")[1], 30, "named")
+    assert second.get("/readyz")[0] == 503
+    for feed in feeds:
+        write_objects(tmp_path / feed, [f"{feed}-x.json"])
+    others = sorted(f"{feed}-x.json" for feed in feeds if feed != forged)
+    wait_for(lambda: sorted(second.objects()) == others, 20, "the other collectors emit")
+    assert any(entry.get("error") == "ForeignHeadError" for entry in second.logs())

@@ -148,6 +148,15 @@ class BucketLeadership:
     def healthy(self, tolerance: float) -> bool:
         return all(held.elector.healthy(tolerance) for held in list(self.held.values()))
 
+    def foreign_heads(self) -> list[str]:
+        """Shards of the buckets led whose head the open refused (their collectors do not run)."""
+        return sorted(
+            shard
+            for held in list(self.held.values())
+            if held.store is not None
+            for shard in held.store.foreign
+        )
+
     def lost(self) -> int | None:
         """A bucket whose Lease was lost (not renewed in time), or None."""
         for index, held in list(self.held.items()):
@@ -328,6 +337,11 @@ class BucketLeadership:
                 repair.hint(self.backend, shard),  # type: ignore[arg-type]
                 extra={"error": type(refused).__name__, "shard": shard, "object": refused.name},
             )
+        deadline = store.new_deadline()
+        found = store.shard_states()
+        for shard in shards:  # as without buckets: an object there that is not ours is named
+            if shard not in found and shard not in store.foreign:
+                self.backend.read_shard(shard, deadline)
         store.take_ownership(self._prover(held))
         guarded = LeaderGuardedMap(store, held.leading)
         kinds = settings.kinds

@@ -142,6 +142,10 @@ class Runtime:
                 return False, "standby: no election round yet"
             if buckets.problem is not None:
                 return False, f"leading no bucket: {buckets.problem}"
+            refused = buckets.foreign_heads()
+            if refused:
+                heads = ", ".join(refused)
+                return False, f"leading, but refused foreign shard heads (not collecting): {heads}"
             return True, f"{self.phase} (buckets {sorted(buckets.held)})"
         election = self._election
         foreign = None if election is None else election.elector.foreign

@@ -404,3 +404,49 @@ def test_a_bucket_with_a_forged_head_runs_its_other_collectors_and_is_not_ready(
     others = sorted(f"{feed}-x.json" for feed in feeds if feed != forged)
     wait_for(lambda: sorted(second.objects()) == others, 20, "the other collectors emit")
     assert any(entry.get("error") == "ForeignHeadError" for entry in second.logs())
+
+
+def test_a_round_whose_reads_fail_changes_nothing(
+    release: Release, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed read of the store's Lease, a membership slot or a bucket decides nothing: the
+    round leaves every bucket where it is (a hiccup of the API server must not hand buckets
+    over, nor make a replica count a member that is not there)."""
+    from checkpoint_runtime.collectors.sink import open_sink
+    from checkpoint_runtime.runtime.backend import lease_client, open_backend
+    from checkpoint_runtime.runtime.buckets import BucketLeadership
+    from checkpoint_runtime.runtime.metrics import RuntimeMetrics
+    from checkpoint_runtime.runtime.settings import parse
+
+    feeds = feeds_covering(BUCKETS)
+    for feed in feeds:
+        (tmp_path / feed).mkdir()
+    settings = parse(bucketed_config(release, tmp_path, feeds))
+    kubeconfig = release.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    backend = open_backend(settings.store, kubeconfig=str(kubeconfig))
+    api = lease_client(backend)  # type: ignore[arg-type]
+    sink = open_sink("file", str(tmp_path / "records.jsonl"))
+    fatal: list[BaseException] = []
+    leadership = BucketLeadership(
+        settings, "probe-a", RuntimeMetrics(), backend, api, release.coordination_namespace,
+        sink, fatal.append,
+    )  # fmt: skip
+
+    def unreachable(timeout: float) -> None:
+        raise ConnectionResetError("injected: the API server did not answer")
+
+    try:
+        wait_for(lambda: (leadership.round(), len(leadership.held))[1] == BUCKETS, 20, "leads")
+        for lock in (leadership.root.lock, leadership.member_electors[-1].lock):
+            with monkeypatch.context() as patch:
+                patch.setattr(lock, "get", unreachable)
+                leadership.round()
+            assert sorted(leadership.held) == list(range(BUCKETS))
+            assert leadership.problem is None
+            assert leadership.members == 1
+        assert not fatal
+    finally:
+        leadership.stop()
+        api.close()  # type: ignore[no-untyped-call]
+        backend.close()
+        sink.close()

@@ -392,10 +392,10 @@ class LeaderElector:
             if self._sleep(stop, min(self.timings.retry_period, max(self._deadline_left(), 0))):
                 return None
 
-    def available(self, timeout: float | None = None) -> bool:
+    def available(self, timeout: float | None = None) -> bool | None:
         """Read the Lease (no write) and say whether we could take it now: absent, released,
         expired by our clock, or ours. Keeps the observation `try_acquire_or_renew` judges
-        expiry by; a failed read is not available."""
+        expiry by; None when the read failed (nothing is known)."""
         timeout = self.timings.renew_deadline if timeout is None else timeout
         with self._writing:
             started = self._clock()
@@ -403,7 +403,7 @@ class LeaderElector:
                 current = self.lock.get(timeout)
             except Exception as error:
                 log.warning("reading lease %s failed: %s", self.lock.describe(), error)
-                return False
+                return None
             self._vet(current)
             if current is None:
                 return True

@@ -195,26 +195,34 @@ class BucketLeadership:
             pause(retry * (1 + random.random() * LEADER_ELECTION_JITTER_FACTOR))
 
     def round(self) -> None:
-        """One election round (see the module doc)."""
+        """One election round (see the module doc). A read that fails decides nothing: the
+        round ends there, leading what it led (its Leases are renewed by their own threads)."""
         self.rounds += 1
-        self.problem = self._root_problem()
+        root = self.root.available()
+        if root is None and self.root.looked:
+            return  # a failed read of the store's Lease: nothing known, nothing changed
+        self.problem = self._root_problem(bool(root))
         if self.problem is not None:
             for index in sorted(self.held):
                 self.hand_over(index)
             self._update_metrics(set())
             return
         self._hold_member_slot()
-        live = sum(
-            1
+        members = [
+            True if slot == self.member else elector.available()
             for slot, elector in enumerate(self.member_electors)
-            if slot == self.member or not elector.available()
-        )
-        self.members = max(live, 1)
-        free = {
-            index
+        ]
+        buckets = {
+            index: elector.available()
             for index, elector in enumerate(self.bucket_electors)
-            if index not in self.held and elector.available()
+            if index not in self.held
         }
+        if None in members or None in buckets.values():
+            return  # a failed read: R or the free buckets are not known this round
+        self.members = max(
+            sum(1 for slot, free in enumerate(members) if slot == self.member or not free), 1
+        )
+        free = {index for index, available in buckets.items() if available}
         decision = layout.placement(self.buckets, self.member, self.members, self.held, free)
         self.share = decision.share
         for index in decision.release:
@@ -229,10 +237,10 @@ class BucketLeadership:
             self.take(index)
         self._update_metrics(free - set(self.held))
 
-    def _root_problem(self) -> str | None:
-        """Why no bucket may be led now, from the store's Lease (created when absent)."""
+    def _root_problem(self, available: bool) -> str | None:
+        """Why no bucket may be led now, from the store's Lease just read (`available`: it has
+        no live holder), created when absent."""
         root = self.root
-        available = root.available()
         if not root.looked:
             return f"the store's Lease {root.lock.describe()} could not be read"
         lock = root.lock
@@ -278,7 +286,7 @@ class BucketLeadership:
         )
         for slot in order:
             elector = self.member_electors[slot]
-            if elector.available() and elector.try_acquire_or_renew():
+            if elector.available() is True and elector.try_acquire_or_renew():
                 self.member = slot
                 self._member_election = ElectionThread(elector)
                 self._member_election.start()

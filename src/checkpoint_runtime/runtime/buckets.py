@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,7 +137,6 @@ class BucketLeadership:
         self._observed = [_Observed(now) for _ in range(self.buckets)]
         self.handed_over: list[HeldBucket] = []
         """Every bucket handed over by this process, in order (its steps kept)."""
-        self._lock = threading.Lock()
 
     # ---- what the runtime asks ---------------------------------------------------------------
 
@@ -165,16 +163,6 @@ class BucketLeadership:
         if self._member_election is not None and self._member_election.lost.is_set():
             return -1
         return None
-
-    def placement_report(self) -> dict[str, object]:
-        return {
-            "buckets": self.buckets,
-            "member": self.member,
-            "members": self.members,
-            "share": self.share,
-            "led": sorted(self.held),
-            "problem": self.problem,
-        }
 
     # ---- the rounds --------------------------------------------------------------------------
 

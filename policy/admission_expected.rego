@@ -29,6 +29,21 @@ reserved_policy_name := concat("", [admission_policy_name, ".reserved"])
 
 admission_lease := object.get(admission_config, ["store", "leaseName"], "")
 
+# With several leadership buckets: the store's Lease, each bucket's and each membership slot's.
+admission_leases := sort(store_lease_names(admission_lease, object.get(admission_config, ["store", "buckets"], 1)))
+
+admission_lease_variables := [
+	{"name": "lease", "expression": cel_literal(admission_lease)},
+	{"name": "leases", "expression": cel_literal(admission_leases)},
+] if {
+	count(admission_leases) > 1
+} else := [{"name": "lease", "expression": cel_literal(admission_lease)}]
+
+# The Lease names a check admits, of the name `name`.
+admission_lease_match(name) := concat("", [name, " in variables.leases"]) if {
+	count(admission_leases) > 1
+} else := concat("", [name, " == variables.lease"])
+
 admission_heads := sort({shard_name(admission_lease, collector_namespace(collector)) |
 	some collector in object.get(admission_config, "collectors", [])
 })
@@ -36,12 +51,16 @@ admission_heads := sort({shard_name(admission_lease, collector_namespace(collect
 # A CEL string or list literal, as Helm's toJson writes it.
 cel_literal(value) := json.marshal(value)
 
-admission_common_variables := [
-	{"name": "heads", "expression": cel_literal(admission_heads)},
-	{"name": "maxChunks", "expression": format_int(object.get(admission_config, ["store", "maxChunks"], 8), 10)},
-	{"name": "lease", "expression": cel_literal(admission_lease)},
-	{"name": "legacy", "expression": cel_literal(object.get(admission_config, ["store", "legacyConfigMap"], ""))},
-]
+admission_common_variables := array.concat(
+	array.concat(
+		[
+			{"name": "heads", "expression": cel_literal(admission_heads)},
+			{"name": "maxChunks", "expression": format_int(object.get(admission_config, ["store", "maxChunks"], 8), 10)},
+		],
+		admission_lease_variables,
+	),
+	[{"name": "legacy", "expression": cel_literal(object.get(admission_config, ["store", "legacyConfigMap"], ""))}],
+)
 
 configmap_rule(operations) := {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": ["configmaps"]}
 
@@ -79,7 +98,7 @@ expected_admission_spec := {
 	"validations": [
 		cel_forbidden("!variables.configMap || request.operation != \"CREATE\" || ((object.metadata.name in variables.heads || variables.chunkSlot) && variables.labelled)"),
 		cel_forbidden("!variables.configMap || request.operation != \"UPDATE\" || (variables.legacy != \"\" && object.metadata.name == variables.legacy) || (variables.wasLabelled && variables.labelled)"),
-		cel_forbidden("variables.configMap || object.metadata.name == variables.lease"),
+		cel_forbidden(concat("", ["variables.configMap || ", admission_lease_match("object.metadata.name")])),
 	],
 }
 
@@ -96,7 +115,7 @@ expected_reserved_spec(group) := {
 		[
 			{"name": "breakGlassGroup", "expression": cel_literal(group)},
 			{"name": "reserved", "expression": concat("", [
-				"request.resource.resource == \"leases\" ? variables.name == variables.lease : variables.name in variables.heads",
+				"request.resource.resource == \"leases\" ? ", admission_lease_match("variables.name"), " : variables.name in variables.heads",
 				" || (variables.legacy != \"\" && variables.name == variables.legacy) || ",
 				cel_chunk_slot("variables.name"),
 			])},

@@ -133,3 +133,21 @@ test_rbac11_a_spec_that_is_not_an_object_is_denied if {
 		"RBAC-11 ValidatingAdmissionPolicy cr-checkpoint-runtime.ns1.reserved: must match exactly one ServiceAccount by a matchCondition request.userInfo.username == \"system:serviceaccount:<namespace>:<name>\"; otherwise it judges every user's writes",
 	}
 }
+
+# With several leadership buckets the policies admit the store's Lease, each bucket's and each
+# membership slot's (variables.leases): the policies rendered for one bucket do not fit a
+# config of three.
+index_admission_config := 4
+
+test_rbac11_policies_of_one_bucket_under_a_config_of_three_are_denied if {
+	config := fixture_admission_release[index_admission_config]
+	three := json.patch(config, [{
+		"op": "replace",
+		"path": "/data/config.json",
+		"value": json.marshal(json.patch(json.unmarshal(config.data["config.json"]), [{"op": "add", "path": "/store/buckets", "value": 3}])),
+	}])
+	denials := of_rule(denies_combined(admission_with(index_admission_config, three)), "RBAC-11")
+	count(denials) == 2
+	some narrowing in denials
+	contains(narrowing, "cr-checkpoint-runtime.ns1: differs from the chart's own policy at spec.validations[2], spec.variables[3]")
+}

@@ -45,7 +45,10 @@ role_permissions(role) := {permission(group, resource, verb, name) |
 #   by name needs a field selector discovery does not have);
 # - names: configmaps get/update pinned to the store's ConfigMap names, create unpinned, no list.
 # Both: leases get/update pinned to the Lease name; leases create unpinned.
-expected_permissions(role) := configmap_permissions(role) | lease_permissions(expected_lease(role))
+expected_permissions(role) := configmap_permissions(role) | {p |
+	some lease in expected_leases(role)
+	some p in lease_permissions(lease)
+}
 
 lease_permissions(lease) := {
 	permission("coordination.k8s.io", "leases", "get", lease),
@@ -137,8 +140,28 @@ chunk_slot_name(shard, generation, index) := sprintf("%s-c%s%d", [shard, generat
 
 config_lease_names := {name |
 	some config in runtime_configs
-	name := object.get(config, ["store", "leaseName"], "")
-	name != ""
+	lease := object.get(config, ["store", "leaseName"], "")
+	lease != ""
+	some name in store_lease_names(lease, object.get(config, ["store", "buckets"], 1))
+}
+
+# The stores the runtime configs name: [leaseName, buckets].
+config_stores := {[lease, buckets] |
+	some config in runtime_configs
+	lease := object.get(config, ["store", "leaseName"], "")
+	lease != ""
+	buckets := object.get(config, ["store", "buckets"], 1)
+}
+
+# The runtime's Leases of a store (election/buckets.py lease_names): its own (leaseName) and,
+# with several leadership buckets, each bucket's "<lease>-NN-of-BB" and each membership slot's
+# "<lease>-member-NN-of-BB".
+store_lease_names(lease, buckets) := {lease} if {
+	buckets <= 1
+} else := ({lease} | {sprintf("%s-%02d-of-%02d", [lease, i, buckets]) |
+	some i in numbers.range(0, buckets - 1)
+}) | {sprintf("%s-member-%02d-of-%02d", [lease, i, buckets]) |
+	some i in numbers.range(0, buckets - 1)
 }
 
 pinned_lease_names(role) := {name |
@@ -147,17 +170,16 @@ pinned_lease_names(role) := {name |
 	some name in resource_names(rule)
 }
 
-# The Lease the Role must pin: the runtime config's leaseName when the release is seen whole,
-# otherwise the one name the Role itself pins.
-expected_lease(role) := name if {
-	count(config_lease_names) == 1
-	some name in config_lease_names
-} else := name if {
-	count(config_lease_names) == 0
+# The Leases the Role must pin: the runtime config's (leaseName and buckets) when the release is
+# seen whole, otherwise the names the Role itself pins when they are one store's Leases.
+expected_leases(role) := config_lease_names if {
+	count(config_stores) == 1
+} else := names if {
+	count(config_stores) == 0
 	names := pinned_lease_names(role)
-	count(names) == 1
-	some name in names
-} else := "<leaseName>"
+	some lease in names
+	store_lease_names(lease, (count(names) - 1) / 2) == names
+} else := {"<leaseName>"}
 
 # --- RBAC-1: namespaced only -----------------------------------------------------------------
 
@@ -318,7 +340,7 @@ deny contains msg if {
 	count(config_lease_names) > 0
 	pinned := pinned_lease_names(role)
 	pinned != config_lease_names
-	msg := concat("", ["RBAC-7 ", label(role), ": pins Lease [", concat(", ", sort(pinned)), "] but config.json leaseName is [", concat(", ", sort(config_lease_names)), "]"])
+	msg := concat("", ["RBAC-7 ", label(role), ": pins Lease [", concat(", ", sort(pinned)), "] but config.json's leaseName and buckets give [", concat(", ", sort(config_lease_names)), "]"])
 }
 
 # --- RBAC-8: the RoleBinding binds the chart's Role to the chart's ServiceAccount only -----------

@@ -179,7 +179,7 @@ test_rbac7_unpinned_lease_rule_is_denied if {
 	of_rule(denials, "RBAC-7") == {
 		"RBAC-7 Role cr-checkpoint-runtime: rules[1] grants leases get on every name; pin it by resourceNames to the Lease",
 		"RBAC-7 Role cr-checkpoint-runtime: rules[1] grants leases update on every name; pin it by resourceNames to the Lease",
-		"RBAC-7 Role cr-checkpoint-runtime: pins Lease [] but config.json leaseName is [cr-checkpoint-runtime]",
+		"RBAC-7 Role cr-checkpoint-runtime: pins Lease [] but config.json's leaseName and buckets give [cr-checkpoint-runtime]",
 	}
 	count(of_rule(denials, "RBAC-3")) == 1
 }
@@ -203,7 +203,7 @@ test_rbac7_create_mixed_into_the_pinned_rule_is_denied if {
 test_rbac7_lease_name_differs_from_config_is_denied if {
 	docs := patched_role([{"op": "replace", "path": "/rules/1/resourceNames", "value": ["other-lease"]}])
 	denials := denies_combined(docs)
-	"RBAC-7 Role cr-checkpoint-runtime: pins Lease [other-lease] but config.json leaseName is [cr-checkpoint-runtime]" in denials
+	"RBAC-7 Role cr-checkpoint-runtime: pins Lease [other-lease] but config.json's leaseName and buckets give [cr-checkpoint-runtime]" in denials
 	"RBAC-3 Role cr-checkpoint-runtime: rules differ from the store's permissions: extra [get leases.coordination.k8s.io/other-lease, update leases.coordination.k8s.io/other-lease]; missing [get leases.coordination.k8s.io/cr-checkpoint-runtime, update leases.coordination.k8s.io/cr-checkpoint-runtime]" in denials
 }
 

@@ -65,6 +65,13 @@ STORE_KEY_BYTES: Final = 32
 # enforced: `<lease name>` + this suffix, none of the store's object names.
 ADMISSION_PROBE_SUFFIX: Final = "-admission-probe"
 # on a v3 chunk slot: which slot of its shard it is (`a0`, `b3`, ...).
+# on the store's Lease (the release's own, named store.leaseName): the bucket layout the store's
+# replicas lead under (runtime config store.buckets; absent = 1). A replica configured with
+# another number of buckets leads none (election/buckets.py).
+ANNOTATION_BUCKETS: Final = f"{LABEL_PREFIX}/buckets"
+# leadership buckets: at most this many per store (two-digit Lease name suffixes, a Role of
+# 1 + 2 x this many Lease names).
+MAX_BUCKETS: Final = 32
 ANNOTATION_SLOT: Final = f"{LABEL_PREFIX}/slot"
 ANNOTATION_LEGACY_DIGEST: Final = f"{LABEL_PREFIX}/legacy-digest"
 ANNOTATION_MIGRATED: Final = f"{LABEL_PREFIX}/migrated"

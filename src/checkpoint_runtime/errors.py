@@ -348,6 +348,16 @@ class LeadershipLostError(CheckpointError):
     Kubernetes restarts it from the API state."""
 
 
+class BucketLayoutError(CheckpointError):
+    """The store's Lease records another number of leadership buckets than this replica is
+    configured with: it handed its buckets over and leads none until the record is its own."""
+
+
+class RoleSizeError(ConfigError):
+    """The names a name-pinned Role would have to hold for the configured buckets and
+    collectors are more than the chart lets one Role hold."""
+
+
 class UnreadableShardError(CorruptShardError):
     """A stored shard object cannot even be read as a shard (empty, truncated, not ours): the
     store refuses to open, writes nothing, and names the object and the command that sets it

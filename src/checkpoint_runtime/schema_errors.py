@@ -51,10 +51,14 @@ def _specificity(error: ValidationError) -> tuple[int, bool, str]:
 
 def describe(error: ValidationError) -> str:
     """The message; for a failed pattern, the schema's description of the field instead of the
-    regular expression (which does not tell a reader which URL schemes or names are allowed)."""
+    regular expression (which does not tell a reader which URL schemes or names are allowed);
+    for a failed const that carries a `$comment` (a rule across fields), that reason."""
     description = error.schema.get("description") if isinstance(error.schema, dict) else None
     if error.validator == "pattern" and description:
         return f"{quote(error.instance)} is not of the accepted form: {description}"
+    reason = error.schema.get("$comment") if isinstance(error.schema, dict) else None
+    if error.validator == "const" and reason:  # a cross-field rule says why in its $comment
+        return f"{quote(error.instance)}: {reason}"
     return short_message(error.message, error.instance)
 
 

@@ -8,6 +8,10 @@ rendered as it is, with what only the chart knows added: the store's namespace a
 {{- define "checkpoint-runtime.runtimeConfig" -}}
 {{- $config := omit (.Values.checkpoint | toJson | fromJson) "file" }}
 {{- $store := $config.store }}
+{{- /* one bucket is the runtime's default: left out, the config is the one rendered before buckets */}}
+{{- if eq (int (default 1 $store.buckets)) 1 }}
+{{- $store = omit $store "buckets" }}
+{{- end }}
 {{- if include "checkpoint-runtime.kubernetesStore" . }}
 {{- $store = omit $store "path" }}
 {{- $_ := set $store "namespace" (include "checkpoint-runtime.coordinationNamespace" .) }}
@@ -20,7 +24,7 @@ rendered as it is, with what only the chart knows added: the store's namespace a
 {{- end }}
 {{- $_ := set $config.leaderElection "enabled" true }}
 {{- else }}
-{{- $store = omit $store "namespace" "leaseName" "writeBudgetBytesPerSecond" "etcdQuotaBytes" "legacyConfigMap" }}
+{{- $store = omit $store "namespace" "leaseName" "writeBudgetBytesPerSecond" "etcdQuotaBytes" "legacyConfigMap" "buckets" }}
 {{- $_ := set $config "leaderElection" (dict "enabled" false) }}
 {{- end }}
 {{- $_ := set $config "store" $store }}

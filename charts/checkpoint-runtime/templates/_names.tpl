@@ -121,3 +121,23 @@ and the legacy ConfigMap when one is migrated from.
 {{- define "checkpoint-runtime.namesScope" -}}
 {{- if eq .Values.rbac.scope "names" }}true{{ end }}
 {{- end }}
+
+{{/*
+Every Lease the store reads and writes, as a JSON list: the store's own Lease (leaseName) and,
+with more than one leadership bucket, each bucket's (<leaseName>-NN-of-BB) and each membership
+slot's (<leaseName>-member-NN-of-BB), B of each (the runtime's election/buckets.py).
+*/}}
+{{- define "checkpoint-runtime.leaseNames" -}}
+{{- $lease := include "checkpoint-runtime.leaseName" . }}
+{{- $buckets := int (default 1 .Values.checkpoint.store.buckets) }}
+{{- $names := list $lease }}
+{{- if gt $buckets 1 }}
+{{- range $index := until $buckets }}
+{{- $names = append $names (printf "%s-%02d-of-%02d" $lease $index $buckets) }}
+{{- end }}
+{{- range $index := until $buckets }}
+{{- $names = append $names (printf "%s-member-%02d-of-%02d" $lease $index $buckets) }}
+{{- end }}
+{{- end }}
+{{- $names | toJson }}
+{{- end }}

@@ -180,3 +180,19 @@ shapes it can see; the names that depend on the release are checked here.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+More than one leadership bucket is led with the kubernetes store's Leases, and the legacy
+migration runs with one bucket (it reads every shard); the runtime refuses the same at startup.
+*/}}
+{{- define "checkpoint-runtime.checkBuckets" -}}
+{{- $buckets := int (default 1 .Values.checkpoint.store.buckets) }}
+{{- if gt $buckets 1 }}
+{{- if not (include "checkpoint-runtime.kubernetesStore" .) }}
+{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.store.buckets: %d buckets need the kubernetes store (checkpoint.store.backend kubernetes)" $buckets) }}
+{{- end }}
+{{- if .Values.checkpoint.store.legacyConfigMap }}
+{{- fail (printf "checkpoint-runtime: invalid values: checkpoint.store.buckets: %d buckets with checkpoint.store.legacyConfigMap: the legacy migration runs with one bucket; run it with buckets 1, then remove legacyConfigMap and raise buckets" $buckets) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -81,6 +81,7 @@ class LeaderElector:
         wall_clock: WallClock | None = None,
         sleep: Callable[[threading.Event, float], bool] | None = None,
         vetting: LeaseVetting | None = None,
+        layout: int | None = None,
     ) -> None:
         if not lock.identity:
             raise ConfigError("leaderElection", "lock identity is empty")
@@ -104,6 +105,12 @@ class LeaderElector:
         hold it), under `_mutex`."""
         self._looked = False
         """A read of the Lease (or a write of it) succeeded at least once."""
+        self.layout = layout
+        """The bucket layout this candidate leads under (None: the Lease carries none to check:
+        a bucket's own Lease). A Lease recording another layout is never acquired, and one we
+        hold that starts recording another is flagged (`layout_problem`) for the runtime to
+        hand over: stop, flush, release."""
+        self._layout_problem: str | None = None
 
     # ---- what the runtime asks -------------------------------------------------------------
 
@@ -144,6 +151,13 @@ class LeaderElector:
             if not self.is_leader():
                 raise LeadershipLostError("not leading: cannot renew the Lease")
             previous = self._observed_record()
+            if self.layout is not None and (
+                previous.buckets != self.layout or self.layout_problem is not None
+            ):
+                raise LeadershipLostError(
+                    f"lease {self.lock.describe()} records {previous.buckets} bucket(s), not "
+                    f"{self.layout}: not proving a term under another layout"
+                )
             now = self._wall_clock()
             base = max(previous.epoch_base, epoch + 1 - previous.lease_transitions)
             renewal = replace(self._renewal(previous, now), epoch_base=base)
@@ -182,6 +196,12 @@ class LeaderElector:
                 ) from error
             self._succeeded(renewal, started)
             log.info("recorded the store key on lease %s", self.lock.describe())
+
+    @property
+    def layout_problem(self) -> str | None:
+        """Why the Lease last read records a bucket layout that is not ours (None: it does)."""
+        with self._mutex:
+            return self._layout_problem
 
     @property
     def looked(self) -> bool:
@@ -262,6 +282,8 @@ class LeaderElector:
         self._observe(current)
         if current.holder_identity and self._lease_valid(started) and not self.holds_lease():
             return False
+        if not self._layout_ours(current) and not self.holds_lease():
+            return False  # never acquired under another layout (a held one is handed over)
 
         # 4. Renew our own term, or take over an expired or released one.
         if self.holds_lease():
@@ -271,6 +293,7 @@ class LeaderElector:
                 desired,
                 lease_transitions=current.lease_transitions + 1,
                 epoch_base=current.epoch_base,
+                buckets=current.buckets,
             )
         return self._send(self.lock.update, "updating", attempt, timeout, started)
 
@@ -308,6 +331,7 @@ class LeaderElector:
             renew_time=now,
             lease_transitions=last.lease_transitions,
             epoch_base=last.epoch_base,
+            buckets=last.buckets,
         )
         with self._mutex:
             self._term = None
@@ -368,7 +392,46 @@ class LeaderElector:
             if self._sleep(stop, min(self.timings.retry_period, max(self._deadline_left(), 0))):
                 return None
 
+    def available(self, timeout: float | None = None) -> bool | None:
+        """Read the Lease (no write) and say whether we could take it now: absent, released,
+        expired by our clock, or ours. Keeps the observation `try_acquire_or_renew` judges
+        expiry by; None when the read failed (nothing is known)."""
+        timeout = self.timings.renew_deadline if timeout is None else timeout
+        with self._writing:
+            started = self._clock()
+            try:
+                current = self.lock.get(timeout)
+            except Exception as error:
+                log.warning("reading lease %s failed: %s", self.lock.describe(), error)
+                return None
+            self._vet(current)
+            if current is None:
+                return True
+            self._observe(current)
+            self._layout_ours(current)
+            return (
+                not current.holder_identity
+                or current.holder_identity == self.identity
+                or not self._lease_valid(started)
+            )
+
     # ---- internals ---------------------------------------------------------------------------
+
+    def _layout_ours(self, record: LeaseRecord) -> bool:
+        """Whether `record` carries our bucket layout; says why not in `layout_problem`."""
+        if self.layout is None or record.buckets == self.layout:
+            problem = None
+        else:
+            shown = str(record.buckets) if record.buckets else "an unreadable"
+            problem = (
+                f"lease {self.lock.describe()} records {shown} bucket(s); this replica is "
+                f"configured with {self.layout}"
+            )
+        with self._mutex:
+            changed, self._layout_problem = problem != self._layout_problem, problem
+        if changed and problem is not None:
+            log.error(problem, extra={"error": "BucketLayoutError"})
+        return problem is None
 
     def _deadline_left(self) -> float:
         with self._mutex:
@@ -394,6 +457,7 @@ class LeaderElector:
             renew_time=now,
             lease_transitions=term.lease_transitions,
             epoch_base=term.epoch_base,
+            buckets=term.buckets,
         )
 
     def _observed_record(self) -> LeaseRecord:

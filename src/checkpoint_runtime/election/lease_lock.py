@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from checkpoint_runtime.constants import ANNOTATION_EPOCH_BASE, ANNOTATION_STORE_KEY
+from checkpoint_runtime.constants import (
+    ANNOTATION_BUCKETS,
+    ANNOTATION_EPOCH_BASE,
+    ANNOTATION_STORE_KEY,
+)
 from checkpoint_runtime.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,6 +33,10 @@ class LeaseRecord:
     lease_transitions: int
     epoch_base: int = 0
     """Added to lease_transitions to give the epoch (a Lease annotation; only ever raised)."""
+    buckets: int = 1
+    """The bucket layout the Lease records (`ANNOTATION_BUCKETS`: absent is 1, a value that is
+    not a number of buckets 0, matching no layout). Read only: writes carry the annotation as
+    last seen; only a create of a record with another layout than 1 writes it."""
 
     @property
     def epoch(self) -> int:
@@ -146,6 +154,9 @@ class KubernetesLeaseLock:
     def create(self, record: LeaseRecord, timeout: float) -> None:
         from kubernetes import client
 
+        annotations = self._annotations(None, record)
+        if record.buckets != 1:  # a store of several buckets records its layout on creation
+            annotations[ANNOTATION_BUCKETS] = str(record.buckets)
         body = client.V1Lease(
             api_version="coordination.k8s.io/v1",
             kind="Lease",
@@ -153,7 +164,7 @@ class KubernetesLeaseLock:
                 name=self.name,
                 namespace=self.namespace,
                 labels=dict(self._own_labels) or None,
-                annotations=self._annotations(None, record),
+                annotations=annotations,
             ),
             spec=_spec_of(record),
         )
@@ -216,6 +227,14 @@ def epoch_base_of(annotations: Mapping[str, str] | None) -> int:
     return int(raw) if raw.isascii() and raw.isdigit() else 0
 
 
+def buckets_of(annotations: Mapping[str, str] | None) -> int:
+    """The bucket layout a Lease records: 1 when absent, 0 when it is not a whole number."""
+    raw = (annotations or {}).get(ANNOTATION_BUCKETS)
+    if raw is None:
+        return 1
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 3 else 0
+
+
 def _with_base(annotations: Mapping[str, str] | None, record: LeaseRecord) -> dict[str, str]:
     merged = dict(annotations or {})
     if record.epoch_base or ANNOTATION_EPOCH_BASE in merged:
@@ -227,8 +246,9 @@ def _record_of(
     spec: client.V1LeaseSpec | None, annotations: Mapping[str, str] | None = None
 ) -> LeaseRecord:
     base = epoch_base_of(annotations)
+    layout = buckets_of(annotations)
     if spec is None:
-        return LeaseRecord("", 0, None, None, 0, base)
+        return LeaseRecord("", 0, None, None, 0, base, layout)
     return LeaseRecord(
         holder_identity=spec.holder_identity or "",
         lease_duration_seconds=int(spec.lease_duration_seconds or 0),
@@ -236,6 +256,7 @@ def _record_of(
         renew_time=spec.renew_time,
         lease_transitions=int(spec.lease_transitions or 0),
         epoch_base=base,
+        buckets=layout,
     )
 
 

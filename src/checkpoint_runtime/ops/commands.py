@@ -251,6 +251,12 @@ def _inspect(args: argparse.Namespace) -> int:
         )
     if "lease" in document:
         text += f"\n{inspection.lease_note(document['lease'])}"
+        buckets = int(document["lease"].get("buckets", 1))
+        if buckets > 1 and not isinstance(backend, FileBackend):
+            from checkpoint_runtime.runtime.lease import placement_report
+
+            document["placement"] = placement_report(backend, buckets, sorted(store.shard_states()))
+            text += f"\n{inspection.placement_note(document['placement'])}"
     if document.get("foreign_heads"):
         hints = {shard: repair.hint(backend, shard) for shard in store.foreign}
         text += f"\n{inspection.foreign_note(document, hints)}"

@@ -99,6 +99,23 @@ def lease_note(lease: dict[str, Any]) -> str:
     return line
 
 
+def placement_note(placement: dict[str, Any]) -> str:
+    """The lines `inspect` prints about where a store of several buckets is led."""
+    lines = [f"{placement['buckets']} leadership buckets:"]
+    for entry in placement["leases"]:
+        if "error" in entry:
+            held = f"not readable ({entry['error']})"
+        elif not entry.get("holder"):
+            held = "no holder" if entry.get("exists") else "Lease not created yet"
+        else:
+            held = f"held by {entry['holder']!r} (renewed {entry['renew_time']})"
+        shards = ", ".join(entry["shards"]) or "-"
+        lines.append(f"  bucket {entry['bucket']} ({entry['lease']}): {held}; shards: {shards}")
+    live = [m["holder"] for m in placement["members"] if m.get("holder")]
+    lines.append(f"  membership slots held: {len(live)} ({', '.join(live) or '-'})")
+    return "\n".join(lines)
+
+
 def foreign_heads(store: Store) -> list[dict[str, Any]]:
     """Heads the store key does not seal: never read (their rows are not in the report)."""
     return [

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from checkpoint_runtime.constants import ANNOTATION_STORE_KEY, DEFAULT_DEADLINE_SECONDS
+from checkpoint_runtime.constants import (
+    ANNOTATION_BUCKETS,
+    ANNOTATION_STORE_KEY,
+    DEFAULT_DEADLINE_SECONDS,
+)
 from checkpoint_runtime.election.foreign import LeaseVetting
 from checkpoint_runtime.election.lease_lock import KubernetesLeaseLock
 from checkpoint_runtime.format.naming import lease_labels
@@ -18,10 +22,16 @@ if TYPE_CHECKING:
 
 
 def lease_lock(
-    api: client.ApiClient, namespace: str, lease_name: str, identity: str
+    api: client.ApiClient,
+    namespace: str,
+    lease_name: str,
+    identity: str,
+    store_name: str | None = None,
 ) -> KubernetesLeaseLock:
-    """The lock over the store's Lease, labelling it as the store's when it writes it."""
-    return KubernetesLeaseLock(api, namespace, lease_name, identity, lease_labels(lease_name))
+    """The lock over the store's Lease (or, given the store's own Lease name `store_name`, one
+    of its bucket or membership Leases), labelling it as the store's when it writes it."""
+    labels = lease_labels(store_name or lease_name)
+    return KubernetesLeaseLock(api, namespace, lease_name, identity, labels)
 
 
 def vetting(lease_name: str, own_duration: int) -> LeaseVetting:
@@ -62,16 +72,70 @@ def lease_report(backend: KubernetesBackend, own_duration: int) -> tuple[dict[st
         "labels": dict(lock.labels),
         "foreign": vetting(backend.lease_name, own_duration).foreign(record, lock.labels),
         "store_key": bool(lock.store_key),
+        "buckets": record.buckets,
     }
     return report, lock.store_key
+
+
+def placement_report(backend: KubernetesBackend, buckets: int, shards: list[str]) -> dict[str, Any]:
+    """Where the buckets of a store of several buckets are led, as `inspect` shows it: each
+    bucket's Lease (holder, last renewal, transitions) and the shards it leads, and each
+    membership slot's holder."""
+    from kubernetes.client.exceptions import ApiException
+
+    from checkpoint_runtime.election.buckets import (
+        bucket_lease_names,
+        member_lease_names,
+        shards_of_bucket,
+    )
+    from checkpoint_runtime.runtime.backend import lease_client
+
+    def read(api: client.ApiClient, name: str) -> dict[str, Any]:
+        lock = lease_lock(api, backend.namespace, name, "inspect", backend.lease_name)
+        try:
+            record = lock.get(timeout=DEFAULT_DEADLINE_SECONDS)
+        except ApiException as error:
+            return {"lease": name, "error": f"{error.status} {error.reason}"}
+        if record is None:
+            return {"lease": name, "exists": False, "holder": ""}
+        renewed = record.renew_time.isoformat() if record.renew_time else None
+        return {
+            "lease": name,
+            "exists": True,
+            "holder": record.holder_identity,
+            "renew_time": renewed,
+            "lease_transitions": record.lease_transitions,
+        }
+
+    api = lease_client(backend)
+    try:
+        leases = [
+            read(api, name) | {"bucket": index, "shards": shards_of_bucket(shards, index, buckets)}
+            for index, name in enumerate(bucket_lease_names(backend.lease_name, buckets))
+        ]
+        members = [read(api, name) for name in member_lease_names(backend.lease_name, buckets)]
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    holders = sorted({entry["holder"] for entry in leases if entry.get("holder")})
+    return {
+        "buckets": buckets,
+        "leases": leases,
+        "members": members,
+        "led_by": {
+            holder: [e["bucket"] for e in leases if e.get("holder") == holder] for holder in holders
+        },
+    }
 
 
 def drop_store_key(backend: KubernetesBackend) -> bool:
     """Remove the store key from the store's Lease, before a rollback to a release that does
     not seal: the heads that release writes carry no seal, and a key left on the Lease would
     make this release refuse them when it returns; without one, its next leader adopts and
-    reseals them. An update guarded by the Lease's resourceVersion; True if a key was removed.
-    Run with the runtime stopped (a leader keeps the key it knows and writes it back)."""
+    reseals them. An update guarded by the Lease's resourceVersion; True if a key (or a bucket
+    record) was removed.
+    Run with the runtime stopped (a leader keeps the key it knows and writes it back). The
+    record of a number of leadership buckets is removed with it: the older release leads
+    every collector through this one Lease."""
     from kubernetes import client as k8s
     from kubernetes.client.exceptions import ApiException
 
@@ -90,7 +154,10 @@ def drop_store_key(backend: KubernetesBackend) -> bool:
             raise
         metadata = lease.metadata
         annotations = dict(metadata.annotations or {}) if metadata is not None else {}
-        if metadata is None or annotations.pop(ANNOTATION_STORE_KEY, None) is None:
+        # the older release leads every collector through this Lease: one bucket, so the
+        # record of another number goes too (this release returns with one bucket)
+        layout = annotations.pop(ANNOTATION_BUCKETS, None)
+        if metadata is None or (annotations.pop(ANNOTATION_STORE_KEY, None) is None and not layout):
             return False
         metadata.annotations = annotations
         leases.replace_namespaced_lease(

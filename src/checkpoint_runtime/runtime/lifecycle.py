@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -26,6 +27,7 @@ from checkpoint_runtime.collectors.sink import Sink, open_sink
 from checkpoint_runtime.constants import LEADER_HEALTH_TOLERANCE_SECONDS
 from checkpoint_runtime.election.elector import ElectionThread, LeaderElector, Term
 from checkpoint_runtime.errors import (
+    BucketLayoutError,
     CheckpointError,
     ConfigError,
     ExitCode,
@@ -35,6 +37,7 @@ from checkpoint_runtime.errors import (
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.runtime import admission, logs, repair
 from checkpoint_runtime.runtime.backend import lease_client, open_backend
+from checkpoint_runtime.runtime.buckets import BucketLeadership
 from checkpoint_runtime.runtime.guards import CountingCollector, LeaderGuardedMap
 from checkpoint_runtime.runtime.http import HealthServer
 from checkpoint_runtime.runtime.lease import lease_lock, vetting
@@ -83,6 +86,9 @@ class Runtime:
         self._wake = threading.Event()
         self._fatal: list[BaseException] = []
         self._election: ElectionThread | None = None
+        self._buckets: BucketLeadership | None = None
+        """With store.buckets > 1: the buckets this process leads (runtime/buckets.py)."""
+        self._layout_error: BucketLayoutError | None = None
         self._foreign_heads: list[str] = []
         """Shards whose head the open refused as not the store's (their collectors do not run)."""
         self.http: HealthServer | None = None
@@ -102,9 +108,25 @@ class Runtime:
             self._wake.wait(_WAKE_SECONDS)
             self._wake.clear()
 
+    def _stopping(self) -> bool:
+        return self._shutdown.is_set() or bool(self._fatal)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if asked to stop or a fatal error arrives."""
+        end = time.monotonic() + seconds
+        while not self._stopping():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(min(left, _WAKE_SECONDS))
+            self._wake.clear()
+
     # ---- probes -----------------------------------------------------------------------------
 
     def healthy(self) -> tuple[bool, str]:
+        buckets = self._buckets
+        if buckets is not None and not buckets.healthy(LEADER_HEALTH_TOLERANCE_SECONDS):
+            return False, "a bucket's leader has not renewed its lease: stuck"
         election = self._election
         if election is not None and not election.elector.healthy(LEADER_HEALTH_TOLERANCE_SECONDS):
             return False, "leader has not renewed its lease: stuck"
@@ -114,8 +136,22 @@ class Runtime:
         """A standby is ready (a rollout need not wait on an election) once it has read the
         Lease it waits on, unless that Lease is not its store's: then it may never lead, and
         says why."""
+        buckets = self._buckets
+        if buckets is not None and self.phase in ("standby", "leading"):
+            if buckets.rounds == 0:
+                return False, "standby: no election round yet"
+            if buckets.problem is not None:
+                return False, f"leading no bucket: {buckets.problem}"
+            refused = buckets.foreign_heads()
+            if refused:
+                heads = ", ".join(refused)
+                return False, f"leading, but refused foreign shard heads (not collecting): {heads}"
+            return True, f"{self.phase} (buckets {sorted(buckets.held)})"
         election = self._election
         foreign = None if election is None else election.elector.foreign
+        layout = None if election is None else election.elector.layout_problem
+        if self.phase == "standby" and layout is not None:
+            return False, f"standby under another bucket layout: {layout}"
         if self.phase == "standby" and foreign is not None:
             return False, f"standby on a foreign lease: {foreign}"
         if self.phase == "standby" and election is not None and not election.elector.looked:
@@ -212,7 +248,7 @@ class Runtime:
         lock = lease_lock(lease.api, namespace, store.lease_name, self.identity)
         timings = self.settings.timings
         shape = vetting(store.lease_name, int(timings.lease_duration))
-        elector = LeaderElector(lock, timings, vetting=shape)
+        elector = LeaderElector(lock, timings, vetting=shape, layout=1)
         self.metrics.foreign_lease.set_function(lambda: float(elector.foreign is not None))
         self._election = ElectionThread(elector)
         self._election.start()
@@ -276,6 +312,8 @@ class Runtime:
     def _lead_and_collect(self, backend: Backend, lease: _Lease | None, sink: Sink) -> int:
         settings = self.settings
         epoch, lease_uid = 0, ""
+        if lease is not None and settings.store.buckets > 1:
+            return self._lead_buckets(backend, lease, sink)
         if lease is not None:
             elected = self._elect(lease)
             if elected is None:
@@ -331,11 +369,56 @@ class Runtime:
             extra={"shards": len(store.shard_states()), "collectors": len(collectors)},
         )
         election = self._election
-        self._wait(lambda: election is not None and election.lost.is_set())
+        self._wait(
+            lambda: (
+                election is not None
+                and (election.lost.is_set() or election.elector.layout_problem is not None)
+            )
+        )
+        if election is not None and not election.lost.is_set():
+            problem = election.elector.layout_problem
+            if problem is not None:  # stop, flush and release below: the new layout waits
+                self._layout_error = BucketLayoutError(problem)
         self.phase = "stopping"
         runner.stop()
         persister.stop()
         return self._finish(store)
+
+    def _lead_buckets(self, backend: Backend, lease: _Lease, sink: Sink) -> int:
+        """Several buckets (runtime/buckets.py): election rounds until asked to stop or a
+        fatal error, then every bucket handed over (stop, flush, release)."""
+        buckets = BucketLeadership(
+            self.settings,
+            self.identity,
+            self.metrics,
+            backend,
+            lease.api,
+            lease.namespace,
+            sink,
+            self._on_fatal,
+        )
+        self._buckets = buckets
+        self.phase = "standby"
+        log.info(
+            "leading buckets",
+            extra={"buckets": buckets.buckets, "lease": f"{lease.namespace}/{buckets.lease_name}"},
+        )
+
+        def pause(seconds: float) -> None:
+            self.phase = "leading" if buckets.held else "standby"
+            self._pause(seconds)
+
+        buckets.run(self._stopping, pause)
+        self.phase = "stopping"
+        errors = buckets.stop()
+        code = ExitCode.OK
+        if errors:
+            self._fatal.extend(errors)
+        if self._fatal:
+            self._log_fatal()
+            code = self._fatal_code()
+        log.info("stopped", extra={"exit_code": code})
+        return code
 
     def _collectors(self, store: CheckpointMap, sink: Sink) -> list[Collector]:
         kinds = self.settings.kinds
@@ -368,6 +451,13 @@ class Runtime:
             election.stop(self.settings.timings.renew_deadline)
             if election.elector.release():
                 log.info("released the lease")
+        if self._layout_error is not None and code == ExitCode.OK:
+            log.error(
+                "handed over: %s",
+                self._layout_error,
+                extra={"error": BucketLayoutError.__name__},
+            )
+            code = ExitCode.ERROR
         log.info("stopped", extra={"exit_code": code})
         return code
 

@@ -54,3 +54,34 @@ class RuntimeMetrics:
             ["collector"],
             registry=r,
         )
+        self.bucket_leader = Gauge(
+            "checkpoint_bucket_leader",
+            "1 while this process leads the bucket (store.buckets > 1), else 0",
+            ["bucket"],
+            registry=r,
+        )
+        self.bucket_handovers = Counter(
+            "checkpoint_bucket_handovers",
+            "Buckets this process handed over (collectors stopped, flushed, Lease released)",
+            ["bucket"],
+            registry=r,
+        )
+        self.bucket_leaderless = Gauge(
+            "checkpoint_bucket_leaderless_seconds",
+            "Seconds this process has seen the bucket's Lease without a live holder (0 while "
+            "one holds it); the smallest over the release's pods is how long it has no leader",
+            ["bucket"],
+            registry=r,
+        )
+        self.buckets_led = Gauge("checkpoint_buckets_led", "Buckets this process leads", registry=r)
+        self.bucket_share = Gauge(
+            "checkpoint_bucket_share",
+            "The most buckets one process should lead, ceil(buckets / live members), as this "
+            "process counts the members",
+            registry=r,
+        )
+        self.bucket_members = Gauge(
+            "checkpoint_bucket_members",
+            "Live membership slots this process counts (the release's replicas that lead)",
+            registry=r,
+        )

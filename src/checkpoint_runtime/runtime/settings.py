@@ -53,6 +53,7 @@ CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "maxChunks": DEFAULT_MAX_CHUNKS,
         "writeBudgetBytesPerSecond": DEFAULT_WRITE_BUDGET_BYTES_PER_SECOND,
         "etcdQuotaBytes": DEFAULT_ETCD_QUOTA_BYTES,
+        "buckets": 1,
     },
     "leaderElection": {
         "enabled": True,
@@ -87,6 +88,8 @@ class StoreSettings:
     """Bytes of shard values the store sends to the API per second at most."""
     etcd_quota_bytes: int = DEFAULT_ETCD_QUOTA_BYTES
     """The etcd space quota the operator declares, for the projection's etcd report."""
+    buckets: int = 1
+    """Leadership buckets (election/buckets.py): 1 is one Lease and one leader for all."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ def parse(document: dict[str, Any], kinds: KindTable = BUILTIN) -> RuntimeSettin
             max_chunks=store["maxChunks"],
             write_budget_bytes_per_second=store["writeBudgetBytesPerSecond"],
             etcd_quota_bytes=store["etcdQuotaBytes"],
+            buckets=_buckets(store, election["enabled"]),
         ),
         election_enabled=backend == "kubernetes" and election["enabled"],
         timings=timings,
@@ -222,6 +226,26 @@ def parse(document: dict[str, Any], kinds: KindTable = BUILTIN) -> RuntimeSettin
         kinds=kinds,
         admission_policy=_admission_policy(document, backend),
     )
+
+
+def _buckets(store: dict[str, Any], election: bool) -> int:
+    """More than one bucket needs what buckets are led with (the kubernetes store's Leases),
+    and a legacy migration behind it: it runs with one bucket, which reads every shard."""
+    buckets = int(store["buckets"])
+    if buckets == 1:
+        return buckets
+    if not (store["backend"] == "kubernetes" and election):
+        raise ConfigError(
+            "store.buckets",
+            f"{buckets} buckets need the kubernetes store with leader election enabled",
+        )
+    if store.get("legacyConfigMap"):
+        raise ConfigError(
+            "store.buckets",
+            f"{buckets} buckets with store.legacyConfigMap: the legacy migration runs with one "
+            "bucket; run it with buckets 1, then remove legacyConfigMap and raise buckets",
+        )
+    return buckets
 
 
 def _admission_policy(document: dict[str, Any], backend: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from checkpoint_runtime.constants import CGROUP_ROOT, CGROUP_SELF, CGROUP_UNLIMITED_BYTES
 from checkpoint_runtime.errors import ConfigError, StorePathError, quote
-from checkpoint_runtime.runtime import projection
+from checkpoint_runtime.runtime import projection, rolesize
 from checkpoint_runtime.runtime.projection import ShardProjection
 from checkpoint_runtime.runtime.settings import RuntimeSettings, parse
 
@@ -27,6 +27,7 @@ def check(
     (MemoryLimitError when `memory_limit`, the container's limit in bytes, is below the memory
     projection; None: no limit, nothing to check)."""
     settings = parse(document)
+    rolesize.check(settings)
     projections = projection.check(settings)
     projection.check_memory(projections, memory_limit)
     return settings, projections

@@ -67,6 +67,21 @@ monitoring-tools-build:
 network-policies-build:
     scripts/testenv/build-network-policies.sh >&2
 
+# build the test OCI registry and the release's registry client (go-containerregistry's crane) from the pinned Go module into the cache (idempotent; the first build takes ~1 min)
+[group('setup')]
+registry-build:
+    scripts/testenv/build-registry.sh >&2
+
+# build the release's signing tool (cosign) from the pinned Go module into the cache (idempotent; the first build takes ~15 min)
+[group('setup')]
+cosign-build:
+    scripts/testenv/build-cosign.sh >&2
+
+# build the release's SBOM generator (syft) from its pinned Go module and install the SBOM checker (ntia-conformance-checker) from its hashed lock into the cache (idempotent; the first build takes ~20 min)
+[group('setup')]
+sbom-tools-build:
+    scripts/testenv/build-sbom-tools.sh >&2
+
 # install the manifest scanners the render tests run (checkov in a virtualenv of its own, kube-score from its pinned Go module) into the cache (idempotent; the first install takes ~3 min)
 [group('setup')]
 scanners-build:

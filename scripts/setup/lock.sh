@@ -7,6 +7,7 @@
 #   scripts/image/requirements[-EXTRAS].lock   the image's wheelhouse, without extras and with
 #                                              the Dockerfile's EXTRAS (scripts/image/build.sh)
 #   scripts/testenv/scanners/requirements.txt  checkov (scanners.in): build-scanners.sh
+#   scripts/testenv/sbom-tools/requirements.txt  ntia-conformance-checker: build-sbom-tools.sh
 #
 # Each lock pins every package it needs by version and by the SHA-256 of each of that version's
 # files on the package index; the installs use pip's --require-hashes, so a file that differs
@@ -41,5 +42,7 @@ lock scripts/image/requirements.lock pyproject.toml --constraint scripts/setup/d
 lock "scripts/image/requirements-$extras.lock" pyproject.toml --extra "$extras" \
   --constraint scripts/setup/dev.lock
 lock scripts/testenv/scanners/requirements.txt scripts/setup/scanners.in
+lock scripts/testenv/sbom-tools/requirements.txt scripts/testenv/sbom-tools/requirements.in
 echo "lock: done; $(cat scripts/setup/*.lock scripts/image/*.lock \
-  scripts/testenv/scanners/requirements.txt | grep -cE '^[A-Za-z0-9]') pins" >&2
+  scripts/testenv/scanners/requirements.txt scripts/testenv/sbom-tools/requirements.txt \
+  | grep -cE '^[A-Za-z0-9]') pins" >&2

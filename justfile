@@ -203,6 +203,12 @@ bench: setup testenv-build policy-tools-build
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}
 
+# build the release into dist/release/VERSION from a clean tree: the chart package (the image pinned by digest), the image as an OCI archive, its SBOM (SPDX, CycloneDX), cosign signatures, SHA256SUMS; ends with a table (name, size, digest); --push REGISTRY also pushes the image and the chart and signs them there; ARGS go to scripts/release/release.py (--help)
+[group('release')]
+[positional-arguments]
+release *ARGS: setup testenv-build registry-build cosign-build sbom-tools-build
+    {{ py }} scripts/release/release.py "$@"
+
 # the main job: gate the chart's defaults, install it on a real single-node cluster, checkpoint, fail over
 [group('demo')]
 demo *ARGS: setup testenv-build testenv-node-build image

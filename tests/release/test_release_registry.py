@@ -12,6 +12,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import yaml
 from release_harness import Keys, Release, cosign, make_keys, verify, verify_blob
 
 from checkpoint_testenv import binaries
@@ -134,3 +135,33 @@ def test_a_modified_chart_pushed_under_the_release_version_fails_verification(
         assert verify(release, release.chart_ref)
     finally:
         release.registry.crane("tag", release.chart_ref, version)
+
+
+def test_helm_renders_the_chart_by_its_digest_with_the_image_by_its_digest(
+    release: Release, tmp_path: Path
+) -> None:
+    """What the README's install does: the chart from the registry by digest; the digest the
+    README's sed reads from its values; the Deployment's image by that digest."""
+    helm = binaries.locate() / "helm"
+    chart = f"oci://{release.chart_ref}"
+    env = {**os.environ, "HOME": str(tmp_path)}
+
+    def helm_run(*args: str) -> str:
+        return subprocess.run(
+            [str(helm), *args, "--plain-http"], capture_output=True, text=True, check=True, env=env
+        ).stdout
+
+    values = helm_run("show", "values", chart)
+    sed = subprocess.run(
+        ["sed", "-n", r's/^  digest: "\(sha256:[0-9a-f]*\)"$/\1/p'],
+        input=values,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert sed.stdout.strip() == release.image["digest"]
+    rendered = list(yaml.safe_load_all(helm_run("template", "checkpoints", chart)))
+    (deployment,) = [o for o in rendered if o and o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    repository = f"{release.registry.host}/checkpoint-runtime"
+    assert container["image"] == f"{repository}:{release.record['version']}@{sed.stdout.strip()}"

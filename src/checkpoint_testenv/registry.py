@@ -5,8 +5,9 @@ pinned in scripts/testenv/registry/go.mod, cached per pin), or from the folder n
 CHECKPOINT_REGISTRY_BIN. A missing binary is an error, never a reason to skip. The same `crane`
 is the registry's client (push, digest, manifest, copy).
 
-The registry listens on 127.0.0.1 on a port the kernel picks (the server logs it), over plain
-HTTP, with no authentication; manifests are kept in memory and blobs in a temporary folder. It
+The registry listens on 127.0.0.1 (or e.g. the test node link's host address, which the node's
+containerd reaches) on a port the kernel picks (the server logs it), over plain HTTP, with no
+authentication; manifests are kept in memory and blobs in a temporary folder. It
 serves the OCI distribution API but not the referrers API: signatures and attestations are found
 under cosign's tags beside the digest they sign (`sha256-<hex>.sig`, `.att`).
 """
@@ -39,9 +40,10 @@ def locate() -> Path:
 class Registry:
     """One `crane registry serve` process on loopback, and `crane` as its client."""
 
-    def __init__(self, crane: Path, workdir: Path) -> None:
+    def __init__(self, crane: Path, workdir: Path, address: str = "127.0.0.1") -> None:
         self.crane_path = crane
         self.workdir = workdir
+        self.address = address
         self.port = 0
         self.startup_seconds = 0.0
         (workdir / "blobs").mkdir(parents=True, exist_ok=True)
@@ -49,7 +51,7 @@ class Registry:
             str(crane),
             "registry",
             "serve",
-            "--address=127.0.0.1:0",
+            f"--address={address}:0",
             f"--disk={workdir / 'blobs'}",
         ]
         self._process = ManagedProcess("crane registry serve", argv, workdir / "registry.log")
@@ -57,7 +59,7 @@ class Registry:
     @property
     def host(self) -> str:
         """host:port, the registry part of an image reference (`{host}/name:tag`)."""
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -113,9 +115,9 @@ class Registry:
         return self.crane("ls", repository).stdout.split()
 
 
-def start_registry(crane: Path, workdir: Path) -> Registry:
+def start_registry(crane: Path, workdir: Path, address: str = "127.0.0.1") -> Registry:
     """Start a Registry in `workdir` (the port is the kernel's choice, so none is ever taken)."""
-    registry = Registry(crane, workdir)
+    registry = Registry(crane, workdir, address)
     try:
         registry.start()
     except BaseException:

@@ -1,22 +1,19 @@
-"""The release tests' helpers: scripts/release/release.py as a module, the session's key pair,
-the release it made, and cosign's offline verification."""
+"""The release tests' helpers: scripts/release/release.py as a module, the release the
+session made, and cosign's offline verification with the release's keys."""
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import secrets
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from checkpoint_testenv.binaries import REPO_ROOT
+from checkpoint_testenv import releasetools
 from checkpoint_testenv.registry import Registry
-from checkpoint_testenv.releasetools import locate_cosign
+from checkpoint_testenv.releasetools import SigningKeys, cosign
 
-RELEASE_DIR = REPO_ROOT / "scripts" / "release"
+RELEASE_DIR = releasetools.RELEASE_SCRIPT.parent
 
 
 def load_release_script() -> ModuleType:
@@ -33,18 +30,11 @@ def load_release_script() -> ModuleType:
 
 
 @dataclass(frozen=True)
-class Keys:
-    private: Path
-    public: Path
-    env: dict[str, str]  # COSIGN_PASSWORD for the private key
-
-
-@dataclass(frozen=True)
 class Release:
     folder: Path
     record: dict[str, object]
     registry: Registry
-    keys: Keys
+    keys: SigningKeys
     output: str  # stderr (progress), then stdout (the table)
 
     @property
@@ -68,48 +58,10 @@ class Release:
         return image
 
 
-def make_keys(folder: Path) -> Keys:
-    """A cosign key pair with a random password."""
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {"COSIGN_PASSWORD": secrets.token_hex(16)}
-    subprocess.run(
-        [str(locate_cosign()), "generate-key-pair"],
-        cwd=folder,
-        check=True,
-        env={**os.environ, **env},
-        capture_output=True,
-    )
-    return Keys(folder / "cosign.key", folder / "cosign.pub", env)
-
-
-def cosign(
-    *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """cosign ARGS (not checked: the tests read the exit code)."""
-    return subprocess.run(
-        [str(locate_cosign()), *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
-
-
 def verify(release: Release, reference: str, public: Path | None = None) -> bool:
     """cosign verify REFERENCE with the release's public key (or `public`), offline."""
-    result = cosign(
-        "verify",
-        "--key",
-        public or release.keys.public,
-        "--insecure-ignore-tlog",
-        "--new-bundle-format",
-        "--trusted-root",
-        release.folder / "trusted-root.json",
-        "--allow-http-registry",
-        reference,
-    )
-    return result.returncode == 0
+    trusted_root = release.folder / "trusted-root.json"
+    return releasetools.verify(reference, public or release.keys.public, trusted_root)
 
 
 def verify_blob(release: Release, path: Path, bundle: Path) -> bool:

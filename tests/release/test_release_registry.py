@@ -13,9 +13,10 @@ import tarfile
 from pathlib import Path
 
 import yaml
-from release_harness import Keys, Release, cosign, make_keys, verify, verify_blob
+from release_harness import Release, verify, verify_blob
 
 from checkpoint_testenv import binaries
+from checkpoint_testenv.releasetools import cosign, make_keys, push_impostor
 
 
 def tag_ref(reference: str, tag: str) -> str:
@@ -52,33 +53,6 @@ def test_another_key_does_not_verify_the_release(release: Release, tmp_path: Pat
     assert not verify(release, release.chart_ref, public=other.public)
 
 
-def push_impostor(release: Release, keys: Keys, reference: str, tmp_path: Path) -> str:
-    """An image built on the released one (one more layer) pushed to `reference` and signed
-    there with `keys`; its digest."""
-    layer = tmp_path / "layer.tar"
-    with tarfile.open(layer, "w") as archive:
-        member = tarfile.TarInfo("opt/venv/bin/checkpoint-runtime")
-        data = b"#!/bin/sh\necho owned\n"
-        member.size = len(data)
-        member.mode = 0o755
-        archive.addfile(member, io.BytesIO(data))
-    release.registry.crane("append", "-b", release.image_ref, "-f", str(layer), "-t", reference)
-    digest = release.registry.digest(reference)
-    signed = cosign(
-        "sign",
-        "--key",
-        keys.private,
-        "--tlog-upload=false",
-        "--yes",
-        "--new-bundle-format",
-        "--allow-http-registry",
-        f"{reference.rsplit(':', 1)[0]}@{digest}",
-        env=keys.env,
-    )
-    assert signed.returncode == 0, signed.stderr
-    return digest
-
-
 def test_a_tampered_image_under_the_release_tag_fails_and_the_digest_keeps_the_release(
     release: Release, tmp_path: Path
 ) -> None:
@@ -88,7 +62,7 @@ def test_a_tampered_image_under_the_release_tag_fails_and_the_digest_keeps_the_r
     original = release.registry.manifest(release.image_ref)
     impostor = make_keys(tmp_path / "impostor")
     try:
-        tampered = push_impostor(release, impostor, tagged, tmp_path)
+        tampered = push_impostor(release.registry, release.image_ref, tagged, impostor, tmp_path)
         assert release.registry.digest(tagged) == tampered != released
         assert not verify(release, tagged)  # signed, but not with the release key
         assert verify(release, tagged, public=impostor.public)  # (the impostor's key would)

@@ -133,6 +133,8 @@ def install(
         "install", release, chart_ref or str(chart_dir), "--namespace", namespace,
         "--values", str(values_file), "--output", "json", *waiting, *helm_args,
     )  # fmt: skip
+    if chart_ref:  # helm first says what it pulled ("Pulled: …", "Digest: …")
+        output = output[output.index("{") :]
     manifest_text = json.loads(output).get("manifest") or run(
         plane, "get", "manifest", release, "--namespace", namespace
     )

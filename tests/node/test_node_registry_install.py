@@ -121,7 +121,7 @@ def installed(
 def running_images(installed: Installed) -> set[tuple[str, str]]:
     """(the image the pod spec names, the imageID its container runs) of the release's runtime
     containers. (The status's `image` is no help: containerd reports any name of the same image
-    config there, e.g. the node's imported `docker.io/library/…` one.)"""
+    config there, e.g. the name the node imported the same image under.)"""
     found = set()
     for pod in runtime_pods(installed.release):
         (spec,) = [c.image for c in pod.spec.containers if c.name == "runtime"]

@@ -163,3 +163,22 @@ def test_the_release_script_answers_help() -> None:
     )
     assert result.returncode == 0
     assert "--push REGISTRY" in result.stdout
+
+
+def test_the_sign_key_annotation_names_the_keys_fingerprint_and_where_to_fetch_it(
+    release_script: ModuleType, release: Release
+) -> None:
+    """With --key-url the packaged Chart.yaml carries artifacthub.io/signKey (fingerprint and
+    url, both of which Artifact Hub requires)."""
+    chart_yaml = (REPO_ROOT / "charts" / "checkpoint-runtime" / "Chart.yaml").read_text()
+    fingerprint = release_script.key_fingerprint(release.keys.public)
+    assert fingerprint == hashlib.sha256(release.keys.public.read_bytes()).hexdigest()
+    key = {"fingerprint": fingerprint, "url": "https://keys.invalid/cosign.pub"}
+    text = release_script.annotate(chart_yaml, "REGISTRY/checkpoint-runtime:1@sha256:ab", key)
+    annotations = yaml.safe_load(text)["annotations"]
+    assert yaml.safe_load(annotations["artifacthub.io/signKey"]) == key
+    (image,) = yaml.safe_load(annotations["artifacthub.io/images"])
+    assert image == {
+        "name": "checkpoint-runtime",
+        "image": "REGISTRY/checkpoint-runtime:1@sha256:ab",
+    }

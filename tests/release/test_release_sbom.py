@@ -43,6 +43,15 @@ def in_image(rootfs: Path, *argv: str) -> str:
     ).stdout
 
 
+def pip_in(rootfs: Path) -> list[str]:
+    """How the image's venv runs pip: its own, or Debian's pip wheel (python3-pip-whl) for a
+    venv made without pip."""
+    if list((rootfs / "opt/venv/lib").glob("python3*/site-packages/pip/__init__.py")):
+        return ["-m", "pip"]
+    (wheel,) = (rootfs / "usr/share/python-wheels").glob("pip-*.whl")
+    return [f"/{wheel.relative_to(rootfs)}/pip"]
+
+
 def sbom_packages(spdx: dict[str, object]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """(Debian, Python) packages of the SPDX document, as (name, version) from their purls."""
     debian, python = set(), set()
@@ -78,8 +87,7 @@ def test_the_sbom_covers_every_package_dpkg_query_and_pip_list_see_in_the_image(
             in_image(
                 rootfs,
                 "/opt/venv/bin/python",
-                "-m",
-                "pip",
+                *pip_in(rootfs),
                 "list",
                 "--format",
                 "json",

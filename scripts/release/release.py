@@ -511,7 +511,9 @@ def release(args: argparse.Namespace) -> int:
     target = (args.push or args.registry or "").rstrip("/")
     image_repo = f"{target}/{NAME}" if target else NAME
     out = (args.out or ROOT / "dist" / "release" / version).resolve()
-    shutil.rmtree(out, ignore_errors=True)
+    if out.is_dir() and any(out.iterdir()) and not (out / "release.json").is_file():
+        raise ReleaseError(f"{out} holds files but no release.json: name an empty folder")
+    shutil.rmtree(out, ignore_errors=True)  # an earlier release, made again from scratch
     out.mkdir(parents=True)
     helm = binaries.locate() / "helm"
     log(f"{NAME} {version} at {rev}, SOURCE_DATE_EPOCH={epoch}, into {out}")

@@ -120,6 +120,18 @@ def test_the_release_refuses_a_disagreeing_version_or_a_dirty_tree(
         release_script.release(args)
 
 
+def test_the_release_never_clears_a_folder_that_holds_no_release(
+    release_script: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It empties its folder first, so it refuses one with files that are not a release's."""
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.setattr(release_script, "revision", lambda: "abc")
+    args = argparse.Namespace(allow_dirty=False, push=None, registry=None, out=tmp_path)
+    with pytest.raises(release_script.ReleaseError, match=r"holds files but no release\.json"):
+        release_script.release(args)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def package(out: Path, *args: str) -> Path:
     subprocess.run(
         [

@@ -72,6 +72,21 @@ monitoring-tools-build:
 network-policies-build:
     scripts/testenv/build-network-policies.sh >&2
 
+# build the test OCI registry and the release's registry client (go-containerregistry's crane) from the pinned Go module into the cache (idempotent; the first build takes ~1 min)
+[group('setup')]
+registry-build:
+    scripts/testenv/build-registry.sh >&2
+
+# build the release's signing tool (cosign) from the pinned Go module into the cache (idempotent; the first build takes ~15 min)
+[group('setup')]
+cosign-build:
+    scripts/testenv/build-cosign.sh >&2
+
+# build the release's SBOM generator (syft) from its pinned Go module and install the SBOM checker (ntia-conformance-checker) from its hashed lock into the cache (idempotent; the first build takes ~20 min)
+[group('setup')]
+sbom-tools-build:
+    scripts/testenv/build-sbom-tools.sh >&2
+
 # install the manifest scanners the render tests run (checkov in a virtualenv of its own, kube-score from its pinned Go module) into the cache (idempotent; the first install takes ~3 min)
 [group('setup')]
 scanners-build:
@@ -197,6 +212,12 @@ bench: setup testenv-build policy-tools-build
 [group('test')]
 soak *ARGS: setup testenv-build
     {{ py }} scripts/soak.py {{ ARGS }}
+
+# build the release into dist/release/VERSION from a clean tree: the chart package (the image pinned by digest), the image as an OCI archive, its SBOM (SPDX, CycloneDX), cosign signatures, SHA256SUMS; ends with a table (name, size, digest); --push REGISTRY also pushes the image and the chart and signs them there; ARGS go to scripts/release/release.py (--help)
+[group('release')]
+[positional-arguments]
+release *ARGS: setup testenv-build registry-build cosign-build sbom-tools-build
+    {{ py }} scripts/release/release.py "$@"
 
 # the main job: gate the chart's defaults, install it on a real single-node cluster, checkpoint, fail over
 [group('demo')]

@@ -16,8 +16,8 @@ steps=(
   setup
   system
   "testenv-build testenv-apiservers-build testenv-node-build image & s3-build policy-tools-build
-    network-policies-build monitoring-tools-build scanners-build lint typecheck fmt-check gen-check
-    policy-check"
+    network-policies-build monitoring-tools-build scanners-build registry-build cosign-build
+    sbom-tools-build lint typecheck fmt-check gen-check policy-check"
   "test-lanes --durations=25"
 )
 scratch=$(mktemp -d)

@@ -8,6 +8,7 @@
 #                                              the Dockerfile's EXTRAS (scripts/image/build.sh)
 #   scripts/image/requirements-gate.lock       the gate image's wheelhouse (build-gate.sh)
 #   scripts/testenv/scanners/requirements.txt  checkov (scanners.in): build-scanners.sh
+#   scripts/testenv/sbom-tools/requirements.txt  ntia-conformance-checker: build-sbom-tools.sh
 #
 # Each lock pins every package it needs by version and by the SHA-256 of each of that version's
 # files on the package index; the installs use pip's --require-hashes, so a file that differs
@@ -45,5 +46,7 @@ lock "scripts/image/requirements-$extras.lock" pyproject.toml --extra "$extras" 
 lock scripts/image/requirements-gate.lock pyproject.toml --extra gate \
   --constraint scripts/setup/dev.lock
 lock scripts/testenv/scanners/requirements.txt scripts/setup/scanners.in
+lock scripts/testenv/sbom-tools/requirements.txt scripts/testenv/sbom-tools/requirements.in
 echo "lock: done; $(cat scripts/setup/*.lock scripts/image/*.lock \
-  scripts/testenv/scanners/requirements.txt | grep -cE '^[A-Za-z0-9]') pins" >&2
+  scripts/testenv/scanners/requirements.txt scripts/testenv/sbom-tools/requirements.txt \
+  | grep -cE '^[A-Za-z0-9]') pins" >&2

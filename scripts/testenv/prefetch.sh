@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Downloads the module graphs of every Go build of the test environment (kube-apiserver, etcd
 # and the node binaries; opa and conftest; SeaweedFS; kube-score; promtool and the dashboard
-# linter; kube-network-policies; pause) into Go's module cache, all modules at once. `just check`
+# linter; kube-network-policies; pause; crane, cosign and syft: every folder here with a go.mod)
+# into Go's module cache, all modules at once. `just check`
 # runs it in the background at its start, so that on a machine without the cache the later
 # builds' downloads (network-bound) overlap the earlier builds' compiles (CPU-bound) instead of
 # following them. The module cache is safe for concurrent go commands; a build that runs before

@@ -112,12 +112,16 @@ def install(
     chart_dir: Path = CHART_DIR,
     wait: bool = False,
     timeout_seconds: int = 300,
+    chart_ref: str = "",
+    helm_args: tuple[str, ...] = (),
 ) -> Release:
     """`helm install` the chart into an existing namespace and describe what it created.
 
     `wait`: helm waits until the release's pods are Ready (only a node makes pods).
+    `chart_ref`: install this chart instead of `chart_dir` (e.g. `oci://host/charts/name@sha256:…`,
+    with `helm_args` such as `--plain-http`).
     """
-    if not (chart_dir / "Chart.yaml").is_file():
+    if not chart_ref and not (chart_dir / "Chart.yaml").is_file():
         raise HelmError(f"no chart at {chart_dir}")
     helm_dir = plane.workdir / "helm"
     helm_dir.mkdir(exist_ok=True)
@@ -126,9 +130,11 @@ def install(
     waiting = ["--wait", "--timeout", f"{timeout_seconds}s"] if wait else []
     output = run(
         plane,
-        "install", release, str(chart_dir), "--namespace", namespace, "--values", str(values_file),
-        "--output", "json", *waiting,
+        "install", release, chart_ref or str(chart_dir), "--namespace", namespace,
+        "--values", str(values_file), "--output", "json", *waiting, *helm_args,
     )  # fmt: skip
+    if chart_ref:  # helm first says what it pulled ("Pulled: …", "Digest: …")
+        output = output[output.index("{") :]
     manifest_text = json.loads(output).get("manifest") or run(
         plane, "get", "manifest", release, "--namespace", namespace
     )

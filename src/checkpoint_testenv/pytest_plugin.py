@@ -4,9 +4,10 @@
 it (`small_quota_control_plane` a separate one per test module whose etcd has a small space
 quota, for tests that fill it); `node_cluster` likewise starts one whole node (control plane,
 kubelet, containerd, CNI, kube-proxy, CoreDNS, the project's image imported) once per session,
-and `s3_server` one S3-compatible server (SeaweedFS). If the binaries are missing or cannot be
-built, or the machine cannot run a node, the fixture errors with the reason: a test that needs
-them must never pass or skip silently without them.
+`s3_server` one S3-compatible server (SeaweedFS) and `oci_registry` one OCI registry (crane
+registry serve). If the binaries are missing or cannot be built, or the machine cannot run a
+node, the fixture errors with the reason: a test that needs them must never pass or skip
+silently without them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_testenv import binaries, helm, matrix, s3server
+from checkpoint_testenv import binaries, helm, matrix, registry, s3server
 from checkpoint_testenv.controlplane import (
     SMALL_ETCD_QUOTA_BYTES,
     ControlPlane,
@@ -25,6 +26,7 @@ from checkpoint_testenv.controlplane import (
 from checkpoint_testenv.faultproxy import FaultProxy, ProxyPool
 from checkpoint_testenv.node import images, preflight
 from checkpoint_testenv.node.cluster import NodeCluster
+from checkpoint_testenv.registry import Registry, start_registry
 from checkpoint_testenv.s3server import S3Server, start_s3_server
 
 ChartInstaller = Callable[..., helm.Release]
@@ -40,9 +42,11 @@ _APISERVER_FIXTURES = {
 }
 _NODE_FIXTURES = {"node_cluster"}
 _S3_FIXTURES = {"s3_server", "s3_bucket"}
+_REGISTRY_FIXTURES = {"oci_registry"}
 _STARTED = pytest.StashKey[list[ControlPlane]]()
 _NODES = pytest.StashKey[list[NodeCluster]]()
 _S3_STARTED = pytest.StashKey[list[S3Server]]()
+_REGISTRIES = pytest.StashKey[list[Registry]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -54,6 +58,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.apiserver)
         if _S3_FIXTURES & fixtures:
             item.add_marker(pytest.mark.s3)
+        if _REGISTRY_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.registry)
         if _NODE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.node)
 
@@ -101,6 +107,10 @@ def pytest_terminal_summary(
         starts = ", ".join(f"{seconds:.2f}" for seconds in server.startups)
         terminalreporter.write_line(
             f"testenv: S3 server (SeaweedFS) ready in [{starts}] s (restarts included)"
+        )
+    for started in config.stash.get(_REGISTRIES, []):
+        terminalreporter.write_line(
+            f"testenv: OCI registry (crane) ready in {started.startup_seconds:.2f} s"
         )
 
 
@@ -186,6 +196,23 @@ def s3_server(
         pytest.fail(f"S3 test server unavailable: {missing}", pytrace=False)
     server = start_s3_server(folder / "weed", tmp_path_factory.mktemp("s3server"))
     pytestconfig.stash.setdefault(_S3_STARTED, []).append(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def oci_registry(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[Registry]:
+    """One real OCI registry (`crane registry serve`) on loopback for the whole session."""
+    try:
+        folder = registry.locate()
+    except binaries.BinariesMissing as missing:
+        pytest.fail(f"OCI test registry unavailable: {missing}", pytrace=False)
+    server = start_registry(folder / "crane", tmp_path_factory.mktemp("registry"))
+    pytestconfig.stash.setdefault(_REGISTRIES, []).append(server)
     try:
         yield server
     finally:

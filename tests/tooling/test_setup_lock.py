@@ -83,7 +83,7 @@ def test_every_entry_of_a_lock_is_an_exact_pin_with_its_hashes_written_by_just_l
     """An entry without a hash, a range, a URL or an editable line fails read_lock; the header
     says the file is written by `scripts/just lock`, not by hand."""
     pins = read_lock(lock)
-    assert len(pins) >= 30
+    assert len(pins) >= 10  # the smallest, the SBOM checker's, pins 14
     assert all(len(pin.hashes) >= 1 for pin in pins)
     assert len({pin.name for pin in pins}) == len(pins)
     assert tuple(lock.read_text().splitlines()[:2]) == HEADER

@@ -54,6 +54,19 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{cni_bin_dir}"
     conf_dir = "{cni_conf_dir}"
+  # One folder per registry host with its hosts.toml (none by default: pulls go to the host the
+  # image names, over HTTPS); read at every pull, so a registry can be added while it runs.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{registry_config_path}"
+"""
+
+# A registry the node pulls from over plain HTTP (the test registry, on the node link's host
+# address): pulls and tag resolution go to it.
+_PLAIN_HTTP_HOST = """\
+server = "http://{host}"
+
+[host."http://{host}"]
+  capabilities = ["pull", "resolve"]
 """
 
 
@@ -66,8 +79,9 @@ class Containerd:
         self.state = state / "containerd"
         self.socket = state / "containerd.sock"
         self.cni_conf_dir = workdir / "cni" / "net.d"
+        self.registry_config_path = workdir / "certs.d"
         config = workdir / "containerd.toml"
-        for folder in (self.root, self.state, self.cni_conf_dir):
+        for folder in (self.root, self.state, self.cni_conf_dir, self.registry_config_path):
             folder.mkdir(parents=True, exist_ok=True)
         config.write_text(
             _CONFIG.format(
@@ -77,6 +91,7 @@ class Containerd:
                 sandbox_image=sandbox_image,
                 cni_bin_dir=CNI_BIN_DIR,
                 cni_conf_dir=self.cni_conf_dir,
+                registry_config_path=self.registry_config_path,
             )
         )
         self.process = ManagedProcess(
@@ -107,6 +122,12 @@ class Containerd:
         begun = time.monotonic()
         self.ctr("images", "import", str(archive))
         return time.monotonic() - begun
+
+    def pull_over_plain_http(self, host: str) -> None:
+        """Pull images named `host/...` (host:port) from that registry over plain HTTP."""
+        folder = self.registry_config_path / host
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts.toml").write_text(_PLAIN_HTTP_HOST.format(host=host))
 
     def images(self) -> list[str]:
         return self.ctr("images", "list", "--quiet").split()

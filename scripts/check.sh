@@ -15,7 +15,7 @@ just=("${JUST:-.venv/bin/just}" --justfile justfile)
 steps=(
   setup
   system
-  "testenv-build testenv-apiservers-build testenv-node-build image & s3-build policy-tools-build
+  "testenv-build testenv-apiservers-build testenv-node-build image gate-image & s3-build policy-tools-build
     network-policies-build monitoring-tools-build scanners-build registry-build cosign-build
     sbom-tools-build lint typecheck fmt-check gen-check policy-check"
   "test-lanes --durations=25"

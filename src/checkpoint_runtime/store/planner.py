@@ -26,6 +26,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -40,6 +41,9 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import CheckpointError, CorruptShardError, EpochFencedError
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.codec_v3 import Manifest, partition_of
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.store.chunked import Compaction
 
 # -- the fence: who wrote a shard, under which epoch of which Lease --------------------------------
 
@@ -188,6 +192,17 @@ class Layout:
         return len(self.inline) if self.inline is not None else self.manifest.chunk_bytes
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A new base encoded between persists (`Store.prepare_compactions`) from a snapshot of the
+    rows: the persist that passes the delta bound writes it, with a delta of every row changed
+    since the snapshot, instead of encoding the shard's base itself."""
+
+    layout: Layout
+    """The stored base it replaces: it is written only while the shard's layout is this one."""
+    compaction: Compaction
+
+
 @dataclass
 class ShardState:
     """One shard in memory, with what is known of its stored copy."""
@@ -213,6 +228,10 @@ class ShardState:
     """Every row changed since `base` was written, with its value in the base (None: absent)."""
     inflight_prior: dict[str, str | None] | None = None
     """While a new base is being written: rows changed since its snapshot, as `base_prior`."""
+    prepared: Prepared | None = None
+    """A new base encoded between persists, ready for the persist that passes the bound."""
+    prepared_prior: dict[str, str | None] | None = None
+    """Rows changed since the snapshot of `prepared` (or of one being encoded), as `base_prior`."""
     layout: Layout | None = None
     """A v3 shard's stored base (manifest, inline base); None for v1/v2 or never written."""
     head_blob: bytes = b""
@@ -226,6 +245,9 @@ class ShardState:
     delta_row_bytes: float = 0.0
     """Compressed bytes per row of the last delta written (0: none yet): what the write
     budget's estimate of the next persist scales by the rows changed since the base."""
+    delta_growth: int = 0
+    """Compressed bytes the last head-only persist added to the delta: what the next one is
+    expected to add (`Store.prepare_compactions` prepares a base when it would pass the bound)."""
 
     def note_change(self, key: str, old: str | None) -> None:
         """Record the value a row had before its first change since the base (and since the
@@ -234,6 +256,8 @@ class ShardState:
             self.base_prior[key] = old
         if self.inflight_prior is not None and key not in self.inflight_prior:
             self.inflight_prior[key] = old
+        if self.prepared_prior is not None and key not in self.prepared_prior:
+            self.prepared_prior[key] = old
 
     @property
     def dirty(self) -> bool:
@@ -246,7 +270,7 @@ def copy_state(state: ShardState) -> ShardState:
         "rows": dict(state.rows),
         "head_annotations": dict(state.head_annotations),
     }
-    for name in ("base_prior", "inflight_prior"):
+    for name in ("base_prior", "inflight_prior", "prepared_prior"):
         if copied[name] is not None:
             copied[name] = dict(copied[name])
     return ShardState(**copied)
@@ -265,6 +289,23 @@ def head_only(layout: Layout, delta_bytes: int, head_bytes: int, compaction_rati
     return delta_bytes <= delta_bound(layout, compaction_ratio) and head_bytes <= (
         CONFIGMAP_VALUE_LIMIT
     )
+
+
+def next_persist_compacts(
+    layout: Layout, head_delta_bytes: int, growth: int, compaction_ratio: float
+) -> bool:
+    """Whether the next persist is expected to pass the delta bound: the stored head's delta
+    grown once more by what the last persist added. Only then is a base prepared between
+    persists, so a prepared base lags the rows by about one persist's changes (what the head
+    written with it carries), not by half a compaction cycle."""
+    return growth > 0 and head_delta_bytes + growth > delta_bound(layout, compaction_ratio)
+
+
+def prepared_fits(row_bytes: float, rows_since: int, bound: float) -> bool:
+    """Whether the rows changed since a prepared base's snapshot make a delta that may ride on
+    the head committing it (at most half the bound, estimated from the last delta's bytes per
+    row): past that the base is too stale to be worth writing, and is encoded anew."""
+    return row_bytes * rows_since <= bound / 2
 
 
 def must_compact(layout: Layout) -> bool:

@@ -80,6 +80,23 @@ def test_every_schedule_of_two_writers_keeps_head_and_chunks_consistent(
     assert counts["crashed"] > 0
 
 
+def test_every_schedule_of_writers_compacting_prepared_bases_keeps_head_and_chunks_consistent(
+    target: KubeTarget,
+) -> None:
+    """A base prepared between persists is written by the persist that needs it, its head
+    carrying a delta against it: the same calls in the same order (claim, slots, commit), so
+    the same rules hold in every schedule."""
+    index = EXPLORATION.part(PARTS, "chunk races, prepared bases")
+    part = None if index is None else (index, PARTS)
+    name = f"exhaustive prepared, part {'all' if part is None else f'{index} of {PARTS}'}"
+    search: dict[str, int] = {}
+    counts = tally(name, explore(target, Scope(prepared=True), part=part, counts=search))
+    print(f"{name}: {search['runs']} runs, {search['pruned']} stopped early (asleep)")
+    assert counts["schedules"] > 5
+    assert counts["acked 1"] > 0
+    assert counts["crashed"] > 0
+
+
 def test_random_schedules_in_a_larger_scope(target: KubeTarget) -> None:
     scope = Scope(leftover=True, persists=2, max_chunks=2, crashes=1)
     seed = EXPLORATION.salted("chunk races, random")

@@ -46,7 +46,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.report import Report, Table, emit, parser
+from bench.report import DOCUMENT, Report, Table, emit, parser, write_section
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.collectors.flowlogs import FlowLogsCollector, http_fetch
 from checkpoint_runtime.collectors.objectstore import ObjectStoreCollector, open_url
@@ -72,7 +72,7 @@ RATIO_TARGET = 0.5
 FLOW_WINDOW_SECONDS = 1.0
 FLOW_RECORDS_PER_WINDOW = 2
 FLOW_T0 = datetime(2026, 1, 1, tzinfo=UTC)
-DOC = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+DOC = DOCUMENT
 SECTION = "ingest"
 """docs/benchmarks.md keeps this report between `<!-- ingest:start ... -->` and
 `<!-- ingest:end -->` (all.py keeps such sections when it regenerates the document)."""
@@ -609,24 +609,9 @@ def run(
 
 def write_doc(found: Report, document: Path = DOC) -> None:
     """Replace (or append) this benchmark's section of docs/benchmarks.md with `found`."""
-    text = document.read_text()
-    start = f"<!-- {SECTION}:start (`python -m bench.ingest --write-doc` writes it) -->"
-    end = f"<!-- {SECTION}:end -->"
-    body = "\n".join(
-        [
-            start,
-            "## Ingestion throughput of one replica (scripts/bench/ingest.py)",
-            "",
-            found.markdown().rstrip(),
-            end,
-        ]
+    write_section(
+        found, SECTION, "Ingestion throughput of one replica (scripts/bench/ingest.py)", document
     )
-    if start in text:
-        before, rest = text.split(start, 1)
-        text = before + body + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    document.write_text(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,7 @@ import base64
 import copy
 import gc
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -31,7 +32,7 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.report import Report, Table, Target, emit, parser, verdict
+from bench.report import Report, Table, Target, emit, parser, verdict, write_section
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
@@ -551,10 +552,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     found.add_argument(
         "--no-prepare", action="store_true", help="no Store.prepare_compactions between persists"
     )
+    found.add_argument(
+        "--write-doc", action="store_true", help="write its tables as a docs/benchmarks.md section"
+    )
     args = found.parse_args(argv)
     global PREPARE
     PREPARE = not args.no_prepare
     report = run(quick=args.quick)
+    if args.write_doc:
+        how = "prepared between persists" if PREPARE else "encoded by the persist (--no-prepare)"
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        write_section(
+            report,
+            "scale-prepared" if PREPARE else "scale-unprepared",
+            f"Store at scale, new bases {how} (scripts/bench/scale.py)",
+            lines=[
+                f"`PYTHONPATH=scripts .venv/bin/python -m bench.scale --write-doc"
+                f"{'' if PREPARE else ' --no-prepare'}`, its output as printed; load average "
+                f"at its end {load} on {os.cpu_count()} cores.",
+                "",
+            ],
+        )
     if args.json:
         measured = report.measured
         args.json.write_text(

@@ -346,7 +346,7 @@ class Store:
             chunks=0 if layout is None or layout.inline is not None else layout.manifest.partitions,
             delta_bound=0.0
             if layout is None
-            else planner.delta_bound(layout, self.compaction_ratio),
+            else planner.delta_bound(layout, self.compaction_ratio, state.delta_allowance),
             whole=layout is None or prior is None or planner.must_compact(layout),
         )
 
@@ -461,6 +461,7 @@ class Store:
         or (first write, a v1/v2 shard, a delta past its bound) a compaction into a new base."""
         with self._lock:
             generation, layout, prior = state.generation, state.layout, state.base_prior
+            allowance = state.delta_allowance
             state.changed_since_snapshot = None
             rows = len(state.rows)
             changes = None
@@ -480,7 +481,7 @@ class Store:
             except OversizeError:
                 head = None  # would decode past the bound: compact instead
             if head is not None and planner.head_only(
-                layout, head.delta_bytes, len(head.blob), self.compaction_ratio
+                layout, head.delta_bytes, len(head.blob), self.compaction_ratio, allowance
             ):
                 return Plan(generation, rows, layout, head, delta_rows=len(changes))
         with self._lock:
@@ -541,7 +542,11 @@ class Store:
                 if state.prepared_prior is not None:
                     continue  # prepared already, or being prepared
                 if keys is None and not planner.next_persist_compacts(
-                    layout, state.head_delta_bytes, state.delta_growth, self.compaction_ratio
+                    layout,
+                    state.head_delta_bytes,
+                    state.delta_growth,
+                    self.compaction_ratio,
+                    state.delta_allowance,
                 ):
                     continue
                 snapshot, changed = dict(state.rows), set(prior)
@@ -667,6 +672,7 @@ class Store:
                 state.layout = layout  # what the head names: R1 plans from it
                 state.base_prior = state.inflight_prior
                 state.inflight_prior = None
+                state.delta_allowance = head.delta_bytes  # a prepared base's lag, else 0
             # Still dirty: changed while the write was in flight. Those changes wait their own
             # debounce from when they were made, not from the change the write carried.
             changed = state.changed_since_snapshot

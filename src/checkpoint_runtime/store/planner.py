@@ -248,6 +248,10 @@ class ShardState:
     delta_growth: int = 0
     """Compressed bytes the last head-only persist added to the delta: what the next one is
     expected to add (`Store.prepare_compactions` prepares a base when it would pass the bound)."""
+    delta_allowance: int = 0
+    """Compressed delta bytes the head committing the current base carried (a prepared base's
+    rows changed since its snapshot; 0 for a base encoded by its persist): the delta bound is
+    raised by as much (`delta_bound`)."""
 
     def note_change(self, key: str, old: str | None) -> None:
         """Record the value a row had before its first change since the base (and since the
@@ -279,26 +283,36 @@ def copy_state(state: ShardState) -> ShardState:
 # -- the plan of a persist -------------------------------------------------------------------------
 
 
-def delta_bound(layout: Layout, compaction_ratio: float) -> float:
-    """The most compressed delta bytes a head may carry before the base is compacted."""
-    return min(compaction_ratio * layout.base_bytes, HEAD_DELTA_MAX_BYTES)
+def delta_bound(layout: Layout, compaction_ratio: float, allowance: int = 0) -> float:
+    """The most compressed delta bytes a head may carry before the base is compacted; raised
+    by `allowance`, the delta the head that committed a prepared base carried (the rows
+    changed since its snapshot), so that prepared bases do not shorten the compaction cycle
+    (which would rewrite the changed chunks more often)."""
+    return min(compaction_ratio * layout.base_bytes, HEAD_DELTA_MAX_BYTES) + allowance
 
 
-def head_only(layout: Layout, delta_bytes: int, head_bytes: int, compaction_ratio: float) -> bool:
+def head_only(
+    layout: Layout,
+    delta_bytes: int,
+    head_bytes: int,
+    compaction_ratio: float,
+    allowance: int = 0,
+) -> bool:
     """Whether a persist may write only the head (its delta within bounds)."""
-    return delta_bytes <= delta_bound(layout, compaction_ratio) and head_bytes <= (
+    return delta_bytes <= delta_bound(layout, compaction_ratio, allowance) and head_bytes <= (
         CONFIGMAP_VALUE_LIMIT
     )
 
 
 def next_persist_compacts(
-    layout: Layout, head_delta_bytes: int, growth: int, compaction_ratio: float
+    layout: Layout, head_delta_bytes: int, growth: int, compaction_ratio: float, allowance: int = 0
 ) -> bool:
     """Whether the next persist is expected to pass the delta bound: the stored head's delta
     grown once more by what the last persist added. Only then is a base prepared between
     persists, so a prepared base lags the rows by about one persist's changes (what the head
     written with it carries), not by half a compaction cycle."""
-    return growth > 0 and head_delta_bytes + growth > delta_bound(layout, compaction_ratio)
+    bound = delta_bound(layout, compaction_ratio, allowance)
+    return growth > 0 and head_delta_bytes + growth > bound
 
 
 def prepared_fits(row_bytes: float, rows_since: int, bound: float) -> bool:

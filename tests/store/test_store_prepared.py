@@ -183,3 +183,20 @@ def test_the_debounce_loop_prepares_the_base_while_nothing_is_due(harness: Harne
     finally:
         debouncer.stop()
     assert errors == []
+
+
+def test_rows_changed_since_the_snapshot_too_large_for_the_head_are_compacted_into_chunks(
+    harness: Harness,
+) -> None:
+    """Four rows of ~300 KB each changed after the snapshot: as the prepared base's delta the
+    head would pass the object limit; encoded now, they spread over more chunks and fit."""
+    store = open_store(harness)
+    rows = FeedWorkload(FEED, 3000, "uuid").rows
+    store.batch(rows)
+    seen = seen_keys(rows)
+    store.batch({seen[0]: "changed"})
+    assert store.prepare_compactions([FEED]) == 1
+    large = {key: base64.b64encode(os.urandom(300_000)).decode() for key in seen[1:5]}
+    store.batch(large)
+    assert reopened(harness) == {**rows, seen[0]: "changed", **large}
+    assert head_document(harness)["partitions"] > 1

@@ -516,7 +516,7 @@ class Store:
             return None  # stale: a base committed since its snapshot, or the rows replaced
         since = planner.changes_since(state.rows, since_prior)
         bound = planner.delta_bound(layout, self.compaction_ratio)
-        if not planner.prepared_fits(state.delta_row_bytes, len(since), bound):
+        if not planner.prepared_fits(state.delta_row_bytes, since, bound):
             return None
         state.changed_since_snapshot = None
         state.inflight_prior = since_prior
@@ -535,7 +535,10 @@ class Store:
         prepared = 0
         for key in candidates:
             with self._lock:
-                state = self._shards[key]
+                found = self._shards.get(key)
+                if found is None:
+                    continue  # dropped meanwhile (a reload of a shard that is gone)
+                state = found
                 layout, prior = state.layout, state.base_prior
                 if layout is None or not prior or planner.must_compact(layout):
                     continue  # no stored base, nothing changed since it, or compacted whole

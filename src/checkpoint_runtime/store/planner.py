@@ -315,11 +315,14 @@ def next_persist_compacts(
     return growth > 0 and head_delta_bytes + growth > bound
 
 
-def prepared_fits(row_bytes: float, rows_since: int, bound: float) -> bool:
+def prepared_fits(row_bytes: float, since: Mapping[str, str | None], bound: float) -> bool:
     """Whether the rows changed since a prepared base's snapshot make a delta that may ride on
-    the head committing it (at most half the bound, estimated from the last delta's bytes per
-    row): past that the base is too stale to be worth writing, and is encoded anew."""
-    return row_bytes * rows_since <= bound / 2
+    the head committing it: at most half the bound (estimated from the last delta's bytes per
+    row), and at most a quarter of an object uncompressed, so that the head can never pass the
+    object limit where a base encoded now (the rows in their chunks) would fit. Past that the
+    base is too stale to be worth writing, and is encoded anew."""
+    raw = sum(len(key) + len(value or "") for key, value in since.items())
+    return row_bytes * len(since) <= bound / 2 and raw <= CONFIGMAP_VALUE_LIMIT // 4
 
 
 def must_compact(layout: Layout) -> bool:

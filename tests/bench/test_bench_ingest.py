@@ -1,7 +1,8 @@
 """The ingestion benchmark at its smallest size, so it cannot rot: it runs end to end on the real
 S3 server and API server, its tables are well formed, every run did all of its work (the
 benchmark itself refuses a run that emitted or read fewer than all), and its docs section is
-written once and replaced in place. No timing is asserted."""
+written once and replaced in place; the profile of the collectors' threads is a table of it.
+No timing is asserted."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def ingest() -> Iterator[ModuleType]:
 def test_ingest_quick_measures_every_side_and_writes_its_section(
     ingest: ModuleType, control_plane: Any, s3_server: Any, tmp_path: Path
 ) -> None:
-    report = ingest.run(quick=True, plane=control_plane, s3=s3_server)
+    report = ingest.run(quick=True, plane=control_plane, s3=s3_server, profile=True)
     found = report.measured
     assert found.counts == (1, 10)
     for source in ("s3", "flow"):
@@ -43,11 +44,13 @@ def test_ingest_quick_measures_every_side_and_writes_its_section(
                 assert sample.items == want
                 assert sample.wall > 0
                 assert sample.cpu > 0
-    assert [table.title.split(":")[0] for table in report.tables] == [
+    assert [table.title.split(":")[0].split(" (")[0] for table in report.tables] == [
         "Object-store ingestion",
         "Flow-log ingestion",
+        "Where 10 collectors' own threads spend their time",
     ]
-    for table in report.tables:
+    assert report.tables[2].rows  # the profile of the collectors' threads
+    for table in report.tables[:2]:
         assert len(table.rows) == 2 * len(found.counts)
         for row in table.rows:
             assert len(row) == len(table.columns)

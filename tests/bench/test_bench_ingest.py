@@ -47,7 +47,7 @@ def test_ingest_quick_measures_every_side_and_writes_its_section(
     assert [table.title.split(":")[0].split(" (")[0] for table in report.tables] == [
         "Object-store ingestion",
         "Flow-log ingestion",
-        "Where 10 collectors' own threads spend their time",
+        "Where 10 collectors' own threads spend their CPU",
     ]
     assert report.tables[2].rows  # the profile of the collectors' threads
     for table in report.tables[:2]:

@@ -19,6 +19,7 @@ import pytest
 from store_harness import Harness, open_store, raw_shard
 
 from checkpoint_runtime.constants import MAX_DECODED_ENVELOPE
+from checkpoint_runtime.errors import OversizeError
 from checkpoint_runtime.format import codec_v3
 from checkpoint_runtime.format.codec import gunzip_members
 from checkpoint_runtime.format.reference_rows import FeedWorkload
@@ -200,3 +201,25 @@ def test_rows_changed_since_the_snapshot_too_large_for_the_head_are_compacted_in
     store.batch(large)
     assert reopened(harness) == {**rows, seen[0]: "changed", **large}
     assert head_document(harness)["partitions"] > 1
+
+
+def test_a_base_that_cannot_be_encoded_is_not_tried_again_on_every_tick(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The debounce loop ticks several times a second: a shard whose next base cannot be
+    encoded (here: the encoder refuses it) is tried once per stored base, not at every tick;
+    its persist still meets, and raises, the error itself."""
+    store = open_store(harness)
+    rows = FeedWorkload(FEED, 3000, "uuid").rows
+    store.batch(rows)
+    store.batch({seen_keys(rows)[0]: "changed"})
+    calls: list[str] = []
+
+    def oversize(shard: str, *args: Any, **kwargs: Any) -> chunked.Compaction:
+        calls.append(shard)
+        raise OversizeError(shard, 2_000_000, 1_048_576, 3000)
+
+    monkeypatch.setattr(chunked, "encode_compaction", oversize)
+    assert store.prepare_compactions([FEED]) == 0
+    assert store.prepare_compactions([FEED]) == 0
+    assert calls == [FEED]

@@ -542,8 +542,8 @@ class Store:
                 layout, prior = state.layout, state.base_prior
                 if layout is None or not prior or planner.must_compact(layout):
                     continue  # no stored base, nothing changed since it, or compacted whole
-                if state.prepared_prior is not None:
-                    continue  # prepared already, or being prepared
+                if state.prepared_prior is not None or state.unpreparable is layout:
+                    continue  # prepared already, being prepared, or failed on this base
                 if keys is None and not planner.next_persist_compacts(
                     layout,
                     state.head_delta_bytes,
@@ -562,7 +562,7 @@ class Store:
             del snapshot
             with self._lock:  # only this call sets `prepared` while `prepared_prior` is ours
                 if compaction is None:
-                    state.prepared_prior = None
+                    state.prepared_prior, state.unpreparable = None, layout
                     continue
                 state.prepared = planner.Prepared(layout, compaction)
                 prepared += 1

@@ -232,6 +232,9 @@ class ShardState:
     """A new base encoded between persists, ready for the persist that passes the bound."""
     prepared_prior: dict[str, str | None] | None = None
     """Rows changed since the snapshot of `prepared` (or of one being encoded), as `base_prior`."""
+    unpreparable: Layout | None = None
+    """The base whose successor could not be encoded between persists (an OversizeError): not
+    tried again until another base is committed (the persist meets the error itself)."""
     layout: Layout | None = None
     """A v3 shard's stored base (manifest, inline base); None for v1/v2 or never written."""
     head_blob: bytes = b""

@@ -3,7 +3,8 @@ small scope, random schedules in a larger one, the schedules that break each rul
 is missing, and a negative control (rel_chunk_races.py).
 
 "Every schedule" is every class of schedules up to the order of independent calls (sleep sets:
-rel_chunk_races.independent): 38 + 153 classes where the plain search made 161 + 1308 schedules.
+rel_chunk_races.independent): 38 + 153 classes where the plain search made 161 + 1308 schedules,
+and 38 classes of the small scope with each writer compacting a prepared base.
 The scopes are explored at this run's depth (checkpoint_testenv.support.exploration): in `just
 check` one part of PARTS of each scope, chosen by the commit's seed (the parts rotate with the
 commit), and 20 random schedules drawn from it; with CHECKPOINT_EXPLORE=full (the soak) every

@@ -203,6 +203,11 @@ bench-store: setup
 bench-s3: setup s3-build
     PYTHONPATH=scripts {{ py }} -m bench.objectstore_s3
 
+# benchmark: ingestion throughput of one replica (objects/s from SeaweedFS through the object-store collector, flow-log windows/s, with 1, 10 and 100 collectors) beside a bare loop of the same client; writes its section of docs/benchmarks.md
+[group('bench')]
+bench-ingest: setup testenv-build s3-build
+    PYTHONPATH=scripts {{ py }} -m bench.ingest --write-doc
+
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]
 bench: setup testenv-build policy-tools-build

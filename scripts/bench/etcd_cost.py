@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.codec import entropy_bytes
-from bench.report import Report, Table, Target, emit, parser
+from bench.report import Report, Table, Target, emit, parser, write_section
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
 from checkpoint_runtime.constants import (
     COMPACTION_WINDOW_SECONDS,
@@ -50,7 +50,7 @@ from checkpoint_runtime.store.core import Store
 from checkpoint_runtime.store.debounce import Debouncer
 from checkpoint_testenv.controlplane import ControlPlane, EtcdAdmin, running_control_plane
 from checkpoint_testenv.support.timing import nearest_rank_median as median
-from checkpoint_testenv.support.timing import percentile
+from checkpoint_testenv.support.timing import percentile, rotated
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -106,9 +106,14 @@ class WorkerProcess:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def open(self, plane: ControlPlane, shard: str, rows: int, shape: str) -> dict[str, Any]:
-        namespace = plane.create_namespace(f"bench-{self.release}")
+    def open(
+        self, plane: ControlPlane, shard: str, rows: int, shape: str, **options: Any
+    ) -> dict[str, Any]:
+        namespace = plane.create_namespace(
+            "bench-" + "".join(filter(str.isalnum, self.release))[:16]
+        )
         return self.call(
+            **options,
             op="open",
             host=plane.host,
             ca=str(plane.ca_file),
@@ -162,23 +167,25 @@ def measure_wal(
     rows: int,
     changed: int,
     persists: int,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> list[WalRun]:
-    """Both releases side by side: one persist each per round, the order alternating."""
+    """Both releases (or variants: `options` by release, for its worker's open) side by side:
+    one persist each per round, the order alternating."""
     etcd = plane.etcd()
     shard = f"bench/objectstore/{shape}-{rows}"
     workers = [WorkerProcess(release, src) for release, src in sources.items()]
     runs = []
     try:
         for worker in workers:
-            opened = worker.open(plane, shard, rows, shape)
+            opened = worker.open(
+                plane, shard, rows, shape, **(options or {}).get(worker.release, {})
+            )
             runs.append(
                 WalRun(worker.release, shape, rows, changed, opened["format"], opened["objects"])
             )
         db_before = etcd.metrics()[DB]
         for iteration in range(persists):
-            order = list(zip(workers, runs, strict=True))
-            if iteration % 2:
-                order.reverse()
+            order = rotated(list(zip(workers, runs, strict=True)), iteration)
             for worker, run in order:
                 before = etcd.metrics()[WAL]
                 answer = worker.call(op="step", count=changed, iteration=iteration)
@@ -377,6 +384,9 @@ class EtcdMeasured:
     wal: list[WalRun] = field(default_factory=list)
     budget: list[BudgetRun] = field(default_factory=list)
     nospace: list[NospaceRun] = field(default_factory=list)
+    variants: list[WalRun] = field(default_factory=list)
+    """This tree's store as it writes: bases encoded by the persist, or prepared between
+    persists, with unsealed or sealed heads."""
 
     def find(self, release: str, shape: str, rows: int, changed: int) -> WalRun | None:
         for run in self.wal:
@@ -388,7 +398,14 @@ class EtcdMeasured:
 WAL_CASES = [("uuid", 35_000, 1), ("uuid", 35_000, 100), ("uuid", 5000, 1), ("old-design", 5000, 1)]
 
 
-PARTS = ("wal", "budget", "nospace")
+PARTS = ("wal", "budget", "nospace", "variants")
+VARIANTS = {
+    "v3, base encoded by the persist": {},
+    "v3, bases prepared between persists": {"prepare": True},
+    "v3 sealed, bases prepared between persists": {"prepare": True, "seal": True},
+}
+"""The variants part: this tree's worker, opened with these options."""
+VARIANT_CASES = [("uuid", 35_000, 1), ("uuid", 35_000, 100)]
 
 
 def _measure_live(
@@ -402,6 +419,17 @@ def _measure_live(
             measured.wal += measure_wal(
                 plane, sources, shape, 500 if quick else rows, changed, persists
             )
+    if "variants" in parts:
+        for shape, rows, changed in VARIANT_CASES[:1] if quick else VARIANT_CASES:
+            measured.variants += measure_wal(
+                plane,
+                dict.fromkeys(VARIANTS, REPO / "src"),
+                shape,
+                500 if quick else rows,
+                changed,
+                10 if quick else 300,
+                VARIANTS,
+            )
     if "budget" in parts:
         measured.budget.append(
             measure_budget(plane, 262_144, 5 if quick else 50, 12 if quick else 60, 5000)
@@ -414,7 +442,7 @@ def measure_all(
 ) -> EtcdMeasured:
     measured = EtcdMeasured()
     with release_sources(v2_rev) as sources:
-        if "wal" in parts or "budget" in parts:
+        if {"wal", "budget", "variants"} & set(parts):
             with contextlib.ExitStack() as stack:
                 live = plane or stack.enter_context(running_control_plane())
                 measured = _measure_live(live, sources, quick, parts)
@@ -473,9 +501,10 @@ NOSPACE_NOTE = (
 )
 
 
-def wal_table(runs: list[WalRun]) -> Table:
+def wal_table(runs: list[WalRun], title: str | None = None) -> Table:
     return Table.of(
-        "etcd WAL bytes per persist, v2 (one object rewritten) vs v3 (head + chunk "
+        title
+        or "etcd WAL bytes per persist, v2 (one object rewritten) vs v3 (head + chunk "
         "slots), interleaved",
         [
             ("release", lambda run: f"{run.release} ({run.format})"),
@@ -546,6 +575,23 @@ def tables(measured: EtcdMeasured) -> list[Table]:
     out: list[Table] = []
     if measured.wal:
         out.append(wal_table(measured.wal))
+    if measured.variants:
+        table = wal_table(
+            measured.variants,
+            "etcd WAL bytes per persist, this tree: a new base encoded by the persist vs "
+            "prepared between persists, unsealed vs sealed heads, interleaved",
+        )
+        table.notes = [
+            "Three workers of this tree, persist by persist on one etcd, the order "
+            "rotating (for two, alternating as in the table above). 'prepared between "
+            "persists': after each persist the worker calls Store.prepare_compactions, as "
+            "the runtime's debounce loop does while nothing is due (it writes nothing); the "
+            "persist that passes the delta bound then writes the prepared base with a "
+            "delta of the rows changed since. 'sealed': every head carries the store's "
+            "seal (an HMAC annotation), as the runtime writes it.",
+            *table.notes[:1],
+        ]
+        out.append(table)
     if measured.budget:
         out.append(budget_table(measured.budget))
     if measured.nospace:
@@ -558,8 +604,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     found.add_argument("--part", action="append", choices=PARTS, help="default: all")
     found.add_argument("--v2-rev", default=V2_REV, help="git revision of the v2 store")
     found.add_argument("--json", type=Path, help="also write the raw measurements here")
+    found.add_argument(
+        "--write-doc",
+        action="store_true",
+        help="write the variants part's table as a docs/benchmarks.md section",
+    )
     args = found.parse_args(argv)
     report = run(quick=args.quick, parts=args.part or PARTS, v2_rev=args.v2_rev)
+    if args.write_doc and report.measured.variants:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        variants = Report(report.title, [t for t in report.tables if "this tree" in t.title])
+        write_section(
+            variants,
+            "etcd-variants",
+            "etcd WAL per persist, prepared bases and sealed heads (scripts/bench/etcd_cost.py)",
+            lines=[
+                "`PYTHONPATH=scripts .venv/bin/python -m bench.etcd_cost --part variants "
+                f"--write-doc`, its output as printed; load average at its end {load} on "
+                f"{os.cpu_count()} cores (WAL bytes do not depend on the load, times do).",
+                "",
+            ],
+        )
     if args.json:
         measured = report.measured
         args.json.write_text(
@@ -568,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "wal": [vars(r) for r in measured.wal],
                     "budget": [vars(r) for r in measured.budget],
                     "nospace": [vars(r) for r in measured.nospace],
+                    "variants": [vars(r) for r in measured.variants],
                 },
                 default=str,
             )

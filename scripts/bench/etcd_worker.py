@@ -5,12 +5,16 @@ The etcd benchmark compares two releases of the store on one etcd: this tree's a
 Both speak this protocol on stdin/stdout, one JSON object a line:
 
     {"op": "open", "host": ..., "ca": ..., "token": ..., "namespace": ..., "lease": ...,
-     "shard": ..., "rows": N, "shape": "uuid"}        -> {"format", "objects", "rows"}
+     "shard": ..., "rows": N, "shape": "uuid"[, "seal": true][, "prepare": true]}
+                                                        -> {"format", "objects", "rows"}
     {"op": "step", "count": K, "iteration": I}          -> {"change_bytes", "ms"} or {"error"}
     {"op": "close"}                                      -> {}
 
 A step changes K seen rows (a new timestamp each) and persists synchronously (`batch`);
-`change_bytes` is the gzip size of exactly those changed rows (the compressed change).
+`change_bytes` is the gzip size of exactly those changed rows (the compressed change). This
+tree's store only: `seal` seals every head with a key of its own (as the runtime does), and
+`prepare` calls `Store.prepare_compactions` after each step (what the debounce loop does while
+nothing is due; it writes nothing).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import secrets
 import sys
 import time
 from typing import Any
@@ -38,6 +43,7 @@ class Worker:
     def __init__(self) -> None:
         self.store: Store | None = None
         self.seen: list[str] = []
+        self.prepare = False
 
     def open(self, request: dict[str, Any]) -> dict[str, Any]:
         configuration = client.Configuration()
@@ -46,7 +52,13 @@ class Worker:
         configuration.api_key = {"authorization": request["token"]}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         backend = KubernetesBackend(configuration, request["namespace"], request["lease"])
-        self.store = Store.open(backend, writer="bench", epoch=1, deadline_seconds=120)
+        options: dict[str, Any] = {}
+        if request.get("seal"):
+            from checkpoint_runtime.store.seal import Sealing
+
+            options["sealing"] = Sealing(secrets.token_bytes(32), request["lease"])
+        self.prepare = bool(request.get("prepare"))
+        self.store = Store.open(backend, writer="bench", epoch=1, deadline_seconds=120, **options)
         rows = FeedWorkload(request["shard"], request["rows"], request["shape"]).rows
         self.store.batch(rows)
         self.seen = [key for key in rows if "/seen/" in key]
@@ -78,6 +90,8 @@ class Worker:
             leaves = error.exceptions if isinstance(error, ExceptionGroup) else [error]
             return {"error": ",".join(sorted({type(leaf).__name__ for leaf in leaves}))}
         ms = (time.perf_counter() - started) * 1000
+        if self.prepare:
+            self.store.prepare_compactions()
         return {"change_bytes": len(gzip.compress(text, 9, mtime=0)), "ms": ms}
 
 

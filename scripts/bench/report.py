@@ -142,3 +142,24 @@ def emit(report: Report, args: argparse.Namespace) -> int:
         args.report_json.write_text(report.to_json())
     print(report.text() if args.format == "text" else report.markdown(), flush=True)
     return 0
+
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+
+
+def write_section(
+    report: Report, name: str, title: str, document: Path = DOCUMENT, lines: Sequence[str] = ()
+) -> None:
+    """Write `report` into docs/benchmarks.md as the section `name` (between
+    `<!-- name:start ... -->` and `<!-- name:end -->`, which all.py keeps when it rewrites the
+    document), replacing that section if it is there, else appended at the end."""
+    start = f"<!-- {name}:start (written by scripts/bench: --write-doc) -->"
+    end = f"<!-- {name}:end -->"
+    body = "\n".join([start, f"## {title}", "", *lines, report.markdown().rstrip(), end])
+    text = document.read_text()
+    if start in text:
+        before, rest = text.split(start, 1)
+        text = before + body + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + body + "\n"
+    document.write_text(text)

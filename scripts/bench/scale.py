@@ -9,7 +9,7 @@
 
 Without a ControlPlane argument, `run` starts its own (scripts/testenv/build.sh binaries).
 
-    PYTHONPATH=scripts .venv/bin/python -m bench.scale [--quick] [--json FILE]
+    PYTHONPATH=scripts .venv/bin/python -m bench.scale [--quick] [--json FILE] [--no-prepare]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import base64
 import copy
 import gc
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -25,13 +26,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
-from bench.report import Report, Table, Target, emit, parser, verdict
+from bench.report import Report, Table, Target, emit, parser, verdict, write_section
 from checkpoint_runtime.backends.base import Backend, ShardWrite, WriteResult
 from checkpoint_runtime.backends.file import FileBackend
 from checkpoint_runtime.backends.kubernetes import KubernetesBackend
@@ -42,7 +43,7 @@ from checkpoint_runtime.constants import (
     PERSIST_CONCURRENCY,
     SHARD_DATA_KEY,
 )
-from checkpoint_runtime.format.codec_v3 import decode_head
+from checkpoint_runtime.format.codec_v3 import base_crc, decode_head
 from checkpoint_runtime.format.naming import rfc3339_from_ns
 from checkpoint_runtime.format.reference_rows import EPOCH_NS, FeedWorkload
 from checkpoint_runtime.retry import Deadline
@@ -59,6 +60,9 @@ HUNDRED_ROWS_TARGET = (1.5, 3.0)  # after 100 changed rows: p50, p90
 ROUND_TARGET_SECONDS = 1.5  # a saturated round of 50 dirty shards
 ROUND_TARGET_RATIO = 1.3  # ... against the same raw PUTs at the same concurrency
 STALL_TARGET_MS = 100.0  # batch on B while A's write stalls
+PREPARE = True
+"""Prepare bases between persists (Store.prepare_compactions); `--no-prepare`: every new base
+is encoded by the persist that writes it, as before the store prepared them."""
 
 
 def _progress(message: str) -> None:
@@ -132,9 +136,12 @@ class RawPuts:
         self.api.close()
 
 
-def _compacted(blob: bytes) -> bool:
-    """Whether a head blob was written by a compaction: a new base, so no delta."""
-    return decode_head(FEED, blob).delta is None
+def _base_of(blob: bytes) -> int:
+    """What names a head blob's base (what its delta is written against): a new value is a
+    new base (a compaction, which may carry a delta of the rows changed since a prepared
+    base's snapshot)."""
+    head = decode_head(FEED, blob)
+    return base_crc(head.manifest, head.inline)
 
 
 def _store(plane: ControlPlane, namespace: str) -> tuple[Store, Recorder]:
@@ -161,6 +168,10 @@ class ChangeCost:
     raw_ms: list[float]
     blob_bytes: list[int]
     compactions: int
+    prepare_ms: list[float] = field(default_factory=list)
+    """Store.prepare_compactions between persists (what the debounce loop does while nothing
+    is due): not part of any persist's time, timed on its own."""
+    prepared: int = 0
 
     def ratio(self, fraction: float) -> float:
         return percentile(self.store_ms, fraction) / percentile(self.raw_ms, fraction)
@@ -178,6 +189,7 @@ def measure_change_cost(
     raw = RawPuts(plane, namespace)
     raw.create("bench-raw-put", recorder.last[FEED])
     result = ChangeCost(shape, seen_rows, changed, [], [], [], 0)
+    base = _base_of(recorder.last[FEED].blob)
     for iteration in range(iterations):
         _change(store, FEED, seen, changed, iteration)
         gc.collect()
@@ -189,7 +201,11 @@ def measure_change_cost(
             result.raw_ms.append(timed_ms(lambda: raw.put("bench-raw-put", recorder.last[FEED])))
         blob = recorder.last[FEED].blob
         result.blob_bytes.append(len(blob))
-        result.compactions += _compacted(blob)
+        result.compactions += _base_of(blob) != base
+        base = _base_of(blob)
+        began = time.perf_counter()  # between persists, as the debounce loop does
+        result.prepared += store.prepare_compactions() if PREPARE else 0
+        result.prepare_ms.append((time.perf_counter() - began) * 1000)
     raw.close()
     store.backend.close()  # type: ignore[attr-defined]
     return result
@@ -206,6 +222,9 @@ class Round:
     changed: int
     store_s: list[float]
     raw_s: list[float]
+    prepare_s: list[float] = field(default_factory=list)
+    """Store.prepare_compactions between rounds (the debounce loop's idle ticks), on its own."""
+    prepared: int = 0
 
     def ratio(self) -> float:
         return percentile(self.store_s, 0.5) / percentile(self.raw_s, 0.5)
@@ -244,6 +263,9 @@ def measure_round(
         steps = [(result.store_s, store.flush), (result.raw_s, raw_round)]
         for samples, call in alternated(steps, number):
             samples.append(timed_ms(call) / 1000)
+        began = time.perf_counter()  # between rounds, as the debounce loop does
+        result.prepared += store.prepare_compactions() if PREPARE else 0
+        result.prepare_s.append(time.perf_counter() - began)
     raw.close()
     store.backend.close()  # type: ignore[attr-defined]
     return result
@@ -353,8 +375,12 @@ CHANGE_NOTE = (
     "store = Store.flush() after N seen rows got new values: the head with one delta of "
     "every row changed since the stored base, or a new base once the compressed delta would "
     f"pass {DEFAULT_COMPACTION_RATIO:g} of the base or {HEAD_DELTA_MAX_BYTES:,} bytes, "
-    "whichever is smaller ('new bases' counts those persists: heads written without a "
-    "delta). raw PUT = replace_namespaced_config_map of the very "
+    "whichever is smaller ('new bases' counts those persists: heads naming a new base). "
+    "Between persists, untimed in them, Store.prepare_compactions runs as the debounce "
+    "loop runs it while nothing is due: when the next persist is expected to pass the "
+    "bound it encodes the new base then, and that persist writes it with a delta of the "
+    "rows changed since ('prepared between'; 'prepare ms' is its own time, every "
+    "iteration). raw PUT = replace_namespaced_config_map of the very "
     "blob and annotations the store sent, with a write id of its own so that every PUT "
     "writes to etcd (retries 0, same Python client), into an object of its own. The two "
     "alternate, the order flipping every iteration."
@@ -363,7 +389,9 @@ ROUND_NOTE = (
     "raw PUTs = the same blobs the store's flush sent (the previous round's when the raw "
     "side goes first), each with a write id of its own so that every PUT writes to etcd, "
     f"as replace calls from {PERSIST_CONCURRENCY} threads, the store's "
-    "pool size. Rounds alternate which side goes first."
+    "pool size. Rounds alternate which side goes first. After each round, untimed in it, "
+    "Store.prepare_compactions (the debounce loop's idle tick) prepares the bases the next "
+    "round will need."
 )
 STALL_NOTE = (
     "A flush() in another thread is inside shard A's write, held before it is sent; the "
@@ -388,6 +416,11 @@ def change_table(measured: ScaleMeasured) -> Table:
                 lambda item: f"{percentile(item.blob_bytes, 0.5):,} / {max(item.blob_bytes):,}",
             ),
             ("new bases", lambda item: str(item.compactions)),
+            ("prepared between", lambda item: str(item.prepared)),
+            (
+                "prepare ms p50 / max",
+                lambda item: f"{_p(item.prepare_ms, 0.5, 1)} / {max(item.prepare_ms):.1f}",
+            ),
             ("store p50", lambda item: _p(item.store_ms, 0.5, 1)),
             ("store p90", lambda item: _p(item.store_ms, 0.9, 1)),
             ("raw PUT p50", lambda item: _p(item.raw_ms, 0.5, 1)),
@@ -413,6 +446,11 @@ def round_table(measured: ScaleMeasured) -> Table:
             ("raw PUTs p50", lambda item: _p(item.raw_s, 0.5, 3)),
             ("raw PUTs max", lambda item: f"{max(item.raw_s):.3f}"),
             ("store / raw p50", lambda item: f"{item.ratio():.2f}x"),
+            ("prepared between", lambda item: str(item.prepared)),
+            (
+                "prepare s p50 / max",
+                lambda item: f"{_p(item.prepare_s, 0.5, 3)} / {max(item.prepare_s):.3f}",
+            ),
         ],
         measured.rounds,
         [ROUND_NOTE],
@@ -511,8 +549,30 @@ def targets(measured: ScaleMeasured) -> list[Target]:
 def main(argv: Sequence[str] | None = None) -> int:
     found = parser(__doc__)
     found.add_argument("--json", type=Path, help="also write the raw samples here")
+    found.add_argument(
+        "--no-prepare", action="store_true", help="no Store.prepare_compactions between persists"
+    )
+    found.add_argument(
+        "--write-doc", action="store_true", help="write its tables as a docs/benchmarks.md section"
+    )
     args = found.parse_args(argv)
+    global PREPARE
+    PREPARE = not args.no_prepare
     report = run(quick=args.quick)
+    if args.write_doc:
+        how = "prepared between persists" if PREPARE else "encoded by the persist (--no-prepare)"
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        write_section(
+            report,
+            "scale-prepared" if PREPARE else "scale-unprepared",
+            f"Store at scale, new bases {how} (scripts/bench/scale.py)",
+            lines=[
+                f"`PYTHONPATH=scripts .venv/bin/python -m bench.scale --write-doc"
+                f"{'' if PREPARE else ' --no-prepare'}`, its output as printed; load average "
+                f"at its end {load} on {os.cpu_count()} cores.",
+                "",
+            ],
+        )
     if args.json:
         measured = report.measured
         args.json.write_text(

@@ -3,9 +3,11 @@
 Scope: one shard whose base lives in chunk slots (the inline bound is patched to 0, so even a
 few rows are chunked), a deposed leader W1 and the leader that replaces it, W2. W1 holds the
 Lease and has just committed the head H0; it now persists a change of one row (a compaction:
-every persist compacts here). W2 acquires the Lease (a real guarded Lease update), opens the
-store (reads H0) and persists its own change of the same row. Optionally a slot that H0 does not
-name already holds content (a crash of an earlier compaction left it).
+every persist compacts here; with `prepared`, each writer's compaction writes a base prepared
+before its persist, and its head carries a delta of the rows changed since). W2 acquires the
+Lease (a real guarded Lease update), opens the store (reads H0) and persists its own change of
+the same row. Optionally a slot that H0 does not name already holds content (a crash of an
+earlier compaction left it).
 
 Both writers run their real `Store.batch` in threads; every API call they make (head and slot
 reads, creates, updates, the Lease renewal that re-proves leadership) first waits at a gate, and
@@ -154,6 +156,10 @@ class Scope:
     max_chunks: int = 1
     crashes: int = 1
     """Crashes allowed per schedule."""
+    prepared: bool = False
+    """Each writer persists through a base prepared before its persist (Store.
+    prepare_compactions, which makes no API call): its compaction's head carries a delta of
+    the rows changed since the base's snapshot."""
 
 
 @dataclass
@@ -243,6 +249,14 @@ class Trial:
         self._check("setup")
         return store, backend
 
+    def _prepare(self, store: Store, value: str) -> None:
+        """With `prepared`: a row changed in memory, then the base of that state prepared (the
+        persist that follows writes it, with the rest of its changes as the head's delta)."""
+        if self.scope.prepared:
+            store.set(f"{SHARD}/seen/{value}-early", "in the prepared base")
+            if store.prepare_compactions([SHARD]) != 1:
+                raise RaceViolation("no base was prepared")
+
     def _run(self) -> None:
         w1, w1_backend = self._setup()
         w1_backend.gated = True
@@ -253,6 +267,7 @@ class Trial:
             try:
                 for n in range(self.scope.persists):
                     value = f"w1-{n}"
+                    self._prepare(w1, value)
                     w1.batch({KEY: value, f"{SHARD}/seen/{value}": "acked"})
                     self.outcome.acked.append(f"{SHARD}/seen/{value}")
             except Crash:
@@ -270,6 +285,7 @@ class Trial:
                 w2_backend.gated = True
                 for n in range(self.scope.persists):
                     value = f"w2-{n}"
+                    self._prepare(store, value)
                     store.batch({KEY: value, f"{SHARD}/seen/{value}": "acked"})
                     self.outcome.acked.append(f"{SHARD}/seen/{value}")
             except Crash:

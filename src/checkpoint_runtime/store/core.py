@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite, StoredShard, WriteResult
@@ -33,6 +33,7 @@ from checkpoint_runtime.constants import (
     SHARD_FORMAT,
 )
 from checkpoint_runtime.errors import (
+    CheckpointError,
     ConflictError,
     CorruptShardError,
     DeadlineExceeded,
@@ -70,6 +71,9 @@ class Plan:
     compaction: chunked.Compaction | None = None
     delta_rows: int = 0
     """Rows in the head's delta (what the write budget's estimate scales by)."""
+    since: dict[str, str | None] = field(default_factory=dict)
+    """The delta a compaction's head carries: the rows changed since a prepared base's
+    snapshot (empty for a base encoded by this persist)."""
 
 
 class Store:
@@ -342,7 +346,7 @@ class Store:
             chunks=0 if layout is None or layout.inline is not None else layout.manifest.partitions,
             delta_bound=0.0
             if layout is None
-            else planner.delta_bound(layout, self.compaction_ratio),
+            else planner.delta_bound(layout, self.compaction_ratio, state.delta_allowance),
             whole=layout is None or prior is None or planner.must_compact(layout),
         )
 
@@ -457,6 +461,7 @@ class Store:
         or (first write, a v1/v2 shard, a delta past its bound) a compaction into a new base."""
         with self._lock:
             generation, layout, prior = state.generation, state.layout, state.base_prior
+            allowance = state.delta_allowance
             state.changed_since_snapshot = None
             rows = len(state.rows)
             changes = None
@@ -476,10 +481,13 @@ class Store:
             except OversizeError:
                 head = None  # would decode past the bound: compact instead
             if head is not None and planner.head_only(
-                layout, head.delta_bytes, len(head.blob), self.compaction_ratio
+                layout, head.delta_bytes, len(head.blob), self.compaction_ratio, allowance
             ):
                 return Plan(generation, rows, layout, head, delta_rows=len(changes))
         with self._lock:
+            plan = self._prepared_plan(state, layout)
+            if plan is not None:
+                return plan
             generation, snapshot = state.generation, dict(state.rows)
             changed = None if layout is None or prior is None else set(prior)
             state.changed_since_snapshot = None
@@ -495,6 +503,70 @@ class Store:
                 self.metrics.oversize_rejections.labels(state.key).inc()
             raise
         return Plan(generation, len(snapshot), layout, None, compaction)
+
+    def _prepared_plan(self, state: ShardState, layout: Layout | None) -> Plan | None:
+        """The compaction prepared between persists, when it still fits (under the store's
+        lock): the persist writes its base with a delta of the rows changed since its snapshot.
+        The rows changed from then on become the new base's `base_prior` once it commits."""
+        prepared, since_prior = state.prepared, state.prepared_prior
+        if prepared is None or since_prior is None or layout is None:
+            return None  # none prepared, or one still being encoded (it stays in flight)
+        state.prepared = state.prepared_prior = None
+        if prepared.layout is not layout or state.base_prior is None:
+            return None  # stale: a base committed since its snapshot, or the rows replaced
+        since = planner.changes_since(state.rows, since_prior)
+        bound = planner.delta_bound(layout, self.compaction_ratio)
+        if not planner.prepared_fits(state.delta_row_bytes, since, bound):
+            return None
+        state.changed_since_snapshot = None
+        state.inflight_prior = since_prior
+        compaction = prepared.compaction
+        return Plan(state.generation, len(state.rows), layout, None, compaction, len(since), since)
+
+    def prepare_compactions(self, keys: Iterable[str] | None = None) -> int:
+        """Encode now, between persists, the new base of every shard whose next persist is
+        expected to pass its delta bound (`keys`: of these shards, whenever the base is known),
+        so that the persist passing it writes the prepared base with a delta of the rows changed
+        since, and no single persist pays for re-encoding a whole shard. The runtime's debounce
+        loop calls it when nothing is due. Returns how many bases were prepared; an encoding
+        that fails prepares nothing (the persist meets, and raises, the same error)."""
+        with self._lock:
+            candidates = sorted(self._shards if keys is None else set(keys) & set(self._shards))
+        prepared = 0
+        for key in candidates:
+            with self._lock:
+                found = self._shards.get(key)
+                if found is None:
+                    continue  # dropped meanwhile (a reload of a shard that is gone)
+                state = found
+                layout, prior = state.layout, state.base_prior
+                if layout is None or not prior or planner.must_compact(layout):
+                    continue  # no stored base, nothing changed since it, or compacted whole
+                if state.prepared_prior is not None or state.unpreparable is layout:
+                    continue  # prepared already, being prepared, or failed on this base
+                if keys is None and not planner.next_persist_compacts(
+                    layout,
+                    state.head_delta_bytes,
+                    state.delta_growth,
+                    self.compaction_ratio,
+                    state.delta_allowance,
+                ):
+                    continue
+                snapshot, changed = dict(state.rows), set(prior)
+                since_prior: dict[str, str | None] = {}
+                state.prepared_prior = since_prior
+            try:
+                compaction = chunked.encode_compaction(key, snapshot, layout, changed, self.options)
+            except CheckpointError:
+                compaction = None
+            del snapshot
+            with self._lock:  # only this call sets `prepared` while `prepared_prior` is ours
+                if compaction is None:
+                    state.prepared_prior, state.unpreparable = None, layout
+                    continue
+                state.prepared = planner.Prepared(layout, compaction)
+                prepared += 1
+        return prepared
 
     def _write_plan(self, state: ShardState, plan: Plan, deadline: Deadline) -> None:
         key = state.key
@@ -541,7 +613,7 @@ class Store:
                     layout.base_rows,
                     layout.inline,
                     layout.inline_raw,
-                    {},
+                    plan.since,
                     plan.rows,
                 )
             assert head is not None
@@ -586,6 +658,8 @@ class Store:
             state.last_write_bytes = len(head.blob) + (
                 0 if compaction is None else sum(len(c.blob) for c in compaction.chunks.values())
             )
+            if compaction is None:
+                state.delta_growth = max(0, head.delta_bytes - state.head_delta_bytes)
             state.head_delta_bytes = head.delta_bytes
             if plan.delta_rows:
                 state.delta_row_bytes = head.delta_bytes / plan.delta_rows
@@ -601,6 +675,7 @@ class Store:
                 state.layout = layout  # what the head names: R1 plans from it
                 state.base_prior = state.inflight_prior
                 state.inflight_prior = None
+                state.delta_allowance = head.delta_bytes  # a prepared base's lag, else 0
             # Still dirty: changed while the write was in flight. Those changes wait their own
             # debounce from when they were made, not from the change the write carried.
             changed = state.changed_since_snapshot

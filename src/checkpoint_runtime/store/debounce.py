@@ -10,8 +10,9 @@ from checkpoint_runtime.store.core import Store
 
 class Debouncer:
     """A background thread calling `persist_due` while `leading()` holds (stop writing as
-    soon as the lease cannot be renewed). The first error goes to `on_error` and ends the
-    loop: the runtime decides, and ends its lifecycle."""
+    soon as the lease cannot be renewed), and, on a tick with nothing due, preparing the new
+    bases the next persists will need (`Store.prepare_compactions`). The first error goes to
+    `on_error` and ends the loop: the runtime decides, and ends its lifecycle."""
 
     def __init__(
         self,
@@ -40,7 +41,8 @@ class Debouncer:
             if not self.leading():
                 return
             try:
-                self.store.persist_due()
+                if not self.store.persist_due():
+                    self.store.prepare_compactions()  # between persists: no persist waits
             except BaseException as error:  # handed to the runtime, which ends its lifecycle
                 self.on_error(error)
                 return

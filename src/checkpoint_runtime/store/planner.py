@@ -26,6 +26,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -40,6 +41,9 @@ from checkpoint_runtime.constants import (
 from checkpoint_runtime.errors import CheckpointError, CorruptShardError, EpochFencedError
 from checkpoint_runtime.format import codec
 from checkpoint_runtime.format.codec_v3 import Manifest, partition_of
+
+if TYPE_CHECKING:
+    from checkpoint_runtime.store.chunked import Compaction
 
 # -- the fence: who wrote a shard, under which epoch of which Lease --------------------------------
 
@@ -188,6 +192,17 @@ class Layout:
         return len(self.inline) if self.inline is not None else self.manifest.chunk_bytes
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A new base encoded between persists (`Store.prepare_compactions`) from a snapshot of the
+    rows: the persist that passes the delta bound writes it, with a delta of every row changed
+    since the snapshot, instead of encoding the shard's base itself."""
+
+    layout: Layout
+    """The stored base it replaces: it is written only while the shard's layout is this one."""
+    compaction: Compaction
+
+
 @dataclass
 class ShardState:
     """One shard in memory, with what is known of its stored copy."""
@@ -213,6 +228,13 @@ class ShardState:
     """Every row changed since `base` was written, with its value in the base (None: absent)."""
     inflight_prior: dict[str, str | None] | None = None
     """While a new base is being written: rows changed since its snapshot, as `base_prior`."""
+    prepared: Prepared | None = None
+    """A new base encoded between persists, ready for the persist that passes the bound."""
+    prepared_prior: dict[str, str | None] | None = None
+    """Rows changed since the snapshot of `prepared` (or of one being encoded), as `base_prior`."""
+    unpreparable: Layout | None = None
+    """The base whose successor could not be encoded between persists (an OversizeError): not
+    tried again until another base is committed (the persist meets the error itself)."""
     layout: Layout | None = None
     """A v3 shard's stored base (manifest, inline base); None for v1/v2 or never written."""
     head_blob: bytes = b""
@@ -226,6 +248,13 @@ class ShardState:
     delta_row_bytes: float = 0.0
     """Compressed bytes per row of the last delta written (0: none yet): what the write
     budget's estimate of the next persist scales by the rows changed since the base."""
+    delta_growth: int = 0
+    """Compressed bytes the last head-only persist added to the delta: what the next one is
+    expected to add (`Store.prepare_compactions` prepares a base when it would pass the bound)."""
+    delta_allowance: int = 0
+    """Compressed delta bytes the head committing the current base carried (a prepared base's
+    rows changed since its snapshot; 0 for a base encoded by its persist): the delta bound is
+    raised by as much (`delta_bound`)."""
 
     def note_change(self, key: str, old: str | None) -> None:
         """Record the value a row had before its first change since the base (and since the
@@ -234,6 +263,8 @@ class ShardState:
             self.base_prior[key] = old
         if self.inflight_prior is not None and key not in self.inflight_prior:
             self.inflight_prior[key] = old
+        if self.prepared_prior is not None and key not in self.prepared_prior:
+            self.prepared_prior[key] = old
 
     @property
     def dirty(self) -> bool:
@@ -246,7 +277,7 @@ def copy_state(state: ShardState) -> ShardState:
         "rows": dict(state.rows),
         "head_annotations": dict(state.head_annotations),
     }
-    for name in ("base_prior", "inflight_prior"):
+    for name in ("base_prior", "inflight_prior", "prepared_prior"):
         if copied[name] is not None:
             copied[name] = dict(copied[name])
     return ShardState(**copied)
@@ -255,16 +286,46 @@ def copy_state(state: ShardState) -> ShardState:
 # -- the plan of a persist -------------------------------------------------------------------------
 
 
-def delta_bound(layout: Layout, compaction_ratio: float) -> float:
-    """The most compressed delta bytes a head may carry before the base is compacted."""
-    return min(compaction_ratio * layout.base_bytes, HEAD_DELTA_MAX_BYTES)
+def delta_bound(layout: Layout, compaction_ratio: float, allowance: int = 0) -> float:
+    """The most compressed delta bytes a head may carry before the base is compacted; raised
+    by `allowance`, the delta the head that committed a prepared base carried (the rows
+    changed since its snapshot), so that prepared bases do not shorten the compaction cycle
+    (which would rewrite the changed chunks more often)."""
+    return min(compaction_ratio * layout.base_bytes, HEAD_DELTA_MAX_BYTES) + allowance
 
 
-def head_only(layout: Layout, delta_bytes: int, head_bytes: int, compaction_ratio: float) -> bool:
+def head_only(
+    layout: Layout,
+    delta_bytes: int,
+    head_bytes: int,
+    compaction_ratio: float,
+    allowance: int = 0,
+) -> bool:
     """Whether a persist may write only the head (its delta within bounds)."""
-    return delta_bytes <= delta_bound(layout, compaction_ratio) and head_bytes <= (
+    return delta_bytes <= delta_bound(layout, compaction_ratio, allowance) and head_bytes <= (
         CONFIGMAP_VALUE_LIMIT
     )
+
+
+def next_persist_compacts(
+    layout: Layout, head_delta_bytes: int, growth: int, compaction_ratio: float, allowance: int = 0
+) -> bool:
+    """Whether the next persist is expected to pass the delta bound: the stored head's delta
+    grown once more by what the last persist added. Only then is a base prepared between
+    persists, so a prepared base lags the rows by about one persist's changes (what the head
+    written with it carries), not by half a compaction cycle."""
+    bound = delta_bound(layout, compaction_ratio, allowance)
+    return growth > 0 and head_delta_bytes + growth > bound
+
+
+def prepared_fits(row_bytes: float, since: Mapping[str, str | None], bound: float) -> bool:
+    """Whether the rows changed since a prepared base's snapshot make a delta that may ride on
+    the head committing it: at most half the bound (estimated from the last delta's bytes per
+    row), and at most a quarter of an object uncompressed, so that the head can never pass the
+    object limit where a base encoded now (the rows in their chunks) would fit. Past that the
+    base is too stale to be worth writing, and is encoded anew."""
+    raw = sum(len(key) + len(value or "") for key, value in since.items())
+    return row_bytes * len(since) <= bound / 2 and raw <= CONFIGMAP_VALUE_LIMIT // 4
 
 
 def must_compact(layout: Layout) -> bool:

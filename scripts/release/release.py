@@ -125,9 +125,22 @@ def pin_image(values: str, repository: str, digest: str) -> str:
     return values[: block.start()] + text + values[block.end() :]
 
 
-def annotate(chart_yaml: str, image: str, sign_key: dict[str, str] | None) -> str:
+def parse_link(text: str) -> tuple[str, str]:
+    """`--link NAME=URL`: a link Artifact Hub shows on the chart's page (e.g. source, security)."""
+    name, _, url = text.partition("=")
+    if not name.strip() or not re.fullmatch(r"https://[^\s\"]+", url):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=https://...")
+    return name.strip(), url
+
+
+def annotate(
+    chart_yaml: str,
+    image: str,
+    sign_key: dict[str, str] | None,
+    links: list[tuple[str, str]] | None = None,
+) -> str:
     """Chart.yaml with artifacthub.io/images naming `image` (by digest) and, given a key's
-    fingerprint and address, artifacthub.io/signKey."""
+    fingerprint and address, artifacthub.io/signKey; given links, artifacthub.io/links."""
     old = re.search(r"^(    - name: \S+\n      image: )(\S+)$", chart_yaml, re.MULTILINE)
     if old is None:
         raise ReleaseError("Chart.yaml's artifacthub.io/images names no image")
@@ -137,6 +150,15 @@ def annotate(chart_yaml: str, image: str, sign_key: dict[str, str] | None) -> st
             "\nannotations:\n",
             "\nannotations:\n  artifacthub.io/signKey: |\n"
             + "".join(f"    {key}: {value}\n" for key, value in sign_key.items()),
+            1,
+        )
+    if links:
+        text = text.replace(
+            "\nannotations:\n",
+            "\nannotations:\n  artifacthub.io/links: |\n"
+            + "".join(
+                f"    - name: {json.dumps(n)}\n      url: {json.dumps(u)}\n" for n, u in links
+            ),
             1,
         )
     return text
@@ -150,6 +172,7 @@ def package_chart(
     digest: str,
     epoch: int,
     sign_key: dict[str, str] | None,
+    links: list[tuple[str, str]] | None = None,
 ) -> Path:
     """`helm package` of a copy of the chart with the image pinned; the same bytes every time
     for the same inputs (helm takes the files' times from SOURCE_DATE_EPOCH)."""
@@ -161,7 +184,7 @@ def package_chart(
     chart_yaml = staged / "Chart.yaml"
     tag = project_version()
     reference = f"{image_repo}:{tag}@{digest}" if digest else f"{image_repo}:{tag}"
-    chart_yaml.write_text(annotate(chart_yaml.read_text(), reference, sign_key))
+    chart_yaml.write_text(annotate(chart_yaml.read_text(), reference, sign_key, links))
     run([helm, "package", staged, "--destination", out], env={"SOURCE_DATE_EPOCH": str(epoch)})
     return out / f"{NAME}-{tag}.tgz"
 
@@ -474,6 +497,14 @@ def main(argv: list[str] | None = None) -> int:
         help="where users fetch cosign.pub: written with its "
         "fingerprint into the chart's artifacthub.io/signKey",
     )
+    parser.add_argument(
+        "--link",
+        type=parse_link,
+        action="append",
+        metavar="NAME=URL",
+        help="a link for the chart's artifacthub.io/links, repeatable: where the source "
+        "lives, where to report a vulnerability (e.g. --link security=https://...)",
+    )
     parser.add_argument("--out", type=Path, help="the folder (default dist/release/VERSION)")
     parser.add_argument(
         "--image-archive",
@@ -521,7 +552,9 @@ def release(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="release-") as scratch:
         work = Path(scratch)
         if args.chart_only:
-            chart = package_chart(helm, work, out, image_repo, args.image_digest, epoch, None)
+            chart = package_chart(
+                helm, work, out, image_repo, args.image_digest, epoch, None, args.link
+            )
             log(f"chart: {chart.name}")
             print(table(out, image_repo, {}))
             return 0
@@ -544,7 +577,7 @@ def release(args: argparse.Namespace) -> int:
         log("sbom: syft over the image (Debian and Python packages), then ntia-conformance-checker")
         spdx, _ = sbom(layout, out, version)
 
-        chart = package_chart(helm, work, out, image_repo, digest, epoch, sign_key)
+        chart = package_chart(helm, work, out, image_repo, digest, epoch, sign_key, args.link)
         log(f"chart: {chart.name}, the image pinned by digest")
         sign.sign_blob(chart)
 

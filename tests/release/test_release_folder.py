@@ -194,3 +194,37 @@ def test_the_sign_key_annotation_names_the_keys_fingerprint_and_where_to_fetch_i
         "name": "checkpoint-runtime",
         "image": "REGISTRY/checkpoint-runtime:1@sha256:ab",
     }
+
+
+def test_links_name_the_source_and_the_security_contact_and_bad_ones_are_refused(
+    release_script: ModuleType,
+) -> None:
+    """`--link NAME=URL` (repeatable) writes artifacthub.io/links; a link that is not
+    NAME=https://... is refused by the option's parser, before anything is built."""
+    chart_yaml = (REPO_ROOT / "charts" / "checkpoint-runtime" / "Chart.yaml").read_text()
+    links = [
+        release_script.parse_link("source=https://src.invalid/checkpoint-runtime"),
+        release_script.parse_link("security=https://src.invalid/security"),
+    ]
+    text = release_script.annotate(chart_yaml, "REGISTRY/checkpoint-runtime:1", None, links)
+    annotations = yaml.safe_load(text)["annotations"]
+    assert yaml.safe_load(annotations["artifacthub.io/links"]) == [
+        {"name": "source", "url": "https://src.invalid/checkpoint-runtime"},
+        {"name": "security", "url": "https://src.invalid/security"},
+    ]
+    assert (
+        "artifacthub.io/links"
+        not in yaml.safe_load(
+            release_script.annotate(chart_yaml, "REGISTRY/checkpoint-runtime:1", None)
+        )["annotations"]
+    )
+    for bad in ("security", "=https://x.invalid", "security=http://x.invalid", 'a=https://"'):
+        result = subprocess.run(
+            [sys.executable, str(RELEASE_DIR / "release.py"), "--link", bad],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 2, bad
+        assert "is not NAME=https://" in result.stderr
+        assert "Traceback" not in result.stderr

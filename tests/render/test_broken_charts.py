@@ -19,7 +19,7 @@ from checkpoint_gate.engine import Level, PolicyEngine
 from checkpoint_gate.render import SdkRenderer
 
 CM_VERBS = 'verbs: ["get", "list", "update", "create"]'
-LEASE_PIN = '    resourceNames: [{{ include "checkpoint-runtime.leaseName" . | quote }}]\n'
+LEASE_PIN = "    resourceNames: [{{ first $leases | quote }}]\n"
 ROLE_REF = 'kind: Role\n  name: {{ include "checkpoint-runtime.fullname" . | quote }}'
 SUBJECT = "  - kind: ServiceAccount\n"
 SERVICE_ACCOUNT = (
@@ -336,7 +336,8 @@ ADMISSION_EDITS: dict[str, tuple[str, str, str]] = {
         VAP,
     ),
     "reserved-names-skip-leases": (
-        'request.resource.resource == "leases" ? variables.name == variables.lease',
+        'request.resource.resource == "leases" ? {{ if $bucketed }}variables.name in '
+        "variables.leases{{ else }}variables.name == variables.lease{{ end }}",
         'request.resource.resource == "leases" ? false',
         VAP,
     ),

@@ -9,8 +9,8 @@ folders (feeds chosen so every bucket holds F / 6 of them; the leadership settin
 lease 3 s, retry 0.5 s; no debounced persist: each chunk of 100 objects is one synchronous
 batch). Once the placement is settled (2/2/2 with six buckets, one leader with one), every
 folder is given a backlog of N objects at once, and over a fixed window the bench reads each
-process's CPU seconds (/proc/PID/stat utime + stime, its children excluded) and its
-checkpoint_collector_records (2 records an object). The replicas are saturated when every
+process's CPU seconds (/proc/PID/stat utime + stime, its children excluded) and the records
+its file sink received (2 an object). The replicas are saturated when every
 folder still holds objects nobody has emitted at the end of the window: the work was there
 the whole time, so what limited the rate was the replicas (and the machine), not the feed.
 
@@ -36,7 +36,7 @@ from checkpoint_testenv.controlplane import ControlPlane, running_control_plane
 from checkpoint_testenv.helm import Release
 from checkpoint_testenv.support.buckets import bucketed_config, feeds_covering, lease_requests
 from checkpoint_testenv.support.polling import wait_for
-from checkpoint_testenv.support.runtime_process import RuntimeProcess
+from checkpoint_testenv.support.runtime_process import RuntimeProcess, sink_records
 
 REPLICAS = 3
 BUCKETS = (6, 1)
@@ -54,17 +54,27 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def records(proc: RuntimeProcess) -> dict[str, float]:
-    """Records `proc`'s collectors emitted so far, by collector namespace (its
-    checkpoint_collector_records_total series)."""
-    status, body = proc.get("/metrics")
-    if status != 200:
-        raise RuntimeError(f"{proc.name}: /metrics answered {status}")
-    found: dict[str, float] = {}
-    for line in body.splitlines():
-        if line.startswith("checkpoint_collector_records_total{"):
-            labels, value = line.rsplit(" ", 1)
-            found[labels.split('collector="', 1)[1].split('"', 1)[0]] = float(value)
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy (every core, /proc/stat: all but idle and
+    iowait)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def emitted_lines(proc: RuntimeProcess) -> int:
+    """Records `proc` has emitted so far: lines of its file sink (one unbuffered write() per
+    record as it is emitted, each ending in its closing brace; blank lines pad to pages; the
+    collector's metric counts a poll only when it ends)."""
+    return proc.sink.read_bytes().count(b"}\n") if proc.sink.exists() else 0
+
+
+def objects_by_feed(procs: Sequence[RuntimeProcess]) -> dict[str, int]:
+    """Objects emitted so far by every process, by feed (each object's first record)."""
+    found: dict[str, int] = {}
+    for proc in procs:
+        for record in sink_records(proc.sink):
+            if record.get("line") == 0:
+                found[record["feed"]] = found.get(record["feed"], 0) + 1
     return found
 
 
@@ -104,6 +114,8 @@ class Side:
     settle_seconds: float
     replicas: list[Replica]
     lease_puts: float | None
+    machine_cores: float
+    """The machine's busy cores over the window (every process on it)."""
     left: int
     """The fewest objects of one folder's backlog nobody had emitted at the window's end (> 0:
     every collector had work the whole window, saturated)."""
@@ -168,17 +180,16 @@ def measure_side(
         held = placed(procs, buckets)
         puts = lease_requests(release).get("PUT")
         cpu = [process_cpu(pid) for pid in pids]
-        done = [sum(records(proc).values()) for proc in procs]
+        busy = machine_busy()
+        done = [emitted_lines(proc) for proc in procs]
         began = time.perf_counter()
         time.sleep(window)
         cpu = [process_cpu(pid) - before for pid, before in zip(pids, cpu, strict=True)]
-        after = [records(proc) for proc in procs]
-        done = [sum(a.values()) - before for a, before in zip(after, done, strict=True)]
+        done = [emitted_lines(proc) - before for proc, before in zip(procs, done, strict=True)]
+        busy = machine_busy() - busy
         took = time.perf_counter() - began
         puts_after = lease_requests(release).get("PUT")
-        emitted = {
-            feed: sum(a.get(f"tn1/objectstore/{feed}", 0.0) for a in after) / 2 for feed in feeds
-        }
+        emitted = objects_by_feed(procs)
         if placed(procs, buckets) != held:
             raise RuntimeError(f"B={buckets}: the placement moved during the window")
     replicas = [
@@ -194,7 +205,8 @@ def measure_side(
         settle,
         replicas,
         lease_puts,
-        min(int(backlog - emitted[feed]) for feed in feeds),
+        busy / took,
+        min(backlog - emitted.get(feed, 0) for feed in feeds),
     )
 
 
@@ -223,6 +235,7 @@ def report(found: Measured) -> Report:
                     replica.name,
                     str(replica.buckets),
                     f"{replica.cpu:.2f}",
+                    f"{replica.cpu / side.window:.2f}",
                     f"{side.share(replica):.1%}",
                     f"{replica.objects / side.window:,.0f}",
                     f"{replica.cpu / replica.objects * 1000:.2f}" if replica.objects else "",
@@ -234,6 +247,7 @@ def report(found: Measured) -> Report:
                 "release",
                 str(side.buckets),
                 f"{side.cpu:.2f}",
+                f"{side.cpu / side.window:.2f}",
                 f"busiest {side.busiest:.1%}",
                 f"{side.objects / side.window:,.0f}",
                 f"{side.cpu / side.objects * 1000:.2f}" if side.objects else "",
@@ -247,7 +261,8 @@ def report(found: Measured) -> Report:
         "100 objects one synchronous batch, a file sink); once the placement settled, "
         f"{spread.backlog:,} objects of two JSON lines written into every folder at once, then "
         f"a {spread.window:.1f} s window: each process's CPU from /proc/PID/stat (utime + "
-        "stime, children excluded), its objects from checkpoint_collector_records / 2."
+        "stime, children excluded), its objects from its file sink's lines / 2 (each chunk "
+        "of 100 objects is checkpointed by one synchronous batch right after it is emitted)."
     )
     saturated = ", ".join(
         f"B={side.buckets}: at least {side.left:,} of {side.backlog:,} unread in every folder"
@@ -268,6 +283,10 @@ def report(found: Measured) -> Report:
             if every
             else "some folder ran dry within the window: NOT saturated, the figures are the feed's."
         )
+        + " The machine's busy cores over the window (every process: the replicas, the API "
+        "server, etcd, anything else running): "
+        + ", ".join(f"B={s.buckets}: {s.machine_cores:.2f}" for s in found.sides.values())
+        + f" of {os.cpu_count()}."
         + " Placement settled in "
         + ", ".join(f"{s.settle_seconds:.1f} s (B={s.buckets})" for s in found.sides.values())
         + " and did not move during the window.",
@@ -282,6 +301,7 @@ def report(found: Measured) -> Report:
             "replica",
             "buckets led",
             "CPU s",
+            "cores",
             "share of release CPU",
             "objects/s",
             "CPU ms / object",
@@ -309,9 +329,9 @@ def report(found: Measured) -> Report:
 def run(
     quick: bool = False,
     plane: ControlPlane | None = None,
-    feeds: int = 18,
-    objects: int = 3000,
-    window: float = 12.0,
+    feeds: int = 24,
+    objects: int = 4500,
+    window: float = 8.0,
 ) -> Report:
     """Both sides (6 collectors, 200 objects each, a 3 s window with `quick`) on the given
     control plane or one of its own."""
@@ -334,9 +354,9 @@ def write_doc(found: Report, document: Path = DOCUMENT) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     found = parser(__doc__, "6 collectors, 200 objects each, a 3 s window")
-    found.add_argument("--feeds", type=int, default=18, help="collectors (a multiple of 6)")
-    found.add_argument("--objects", type=int, default=3000, help="backlog per folder")
-    found.add_argument("--window", type=float, default=12.0, help="seconds measured")
+    found.add_argument("--feeds", type=int, default=24, help="collectors (a multiple of 6)")
+    found.add_argument("--objects", type=int, default=4500, help="backlog per folder")
+    found.add_argument("--window", type=float, default=8.0, help="seconds measured")
     found.add_argument(
         "--write-doc", action="store_true", help="write its section of docs/benchmarks.md"
     )

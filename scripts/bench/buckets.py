@@ -333,12 +333,12 @@ def run(
     objects: int = 4500,
     window: float = 8.0,
 ) -> Report:
-    """Both sides (6 collectors, 200 objects each, a 3 s window with `quick`) on the given
+    """Both sides (6 collectors, 100 objects each, a 1 s window with `quick`) on the given
     control plane or one of its own."""
     with contextlib.ExitStack() as stack:
         if plane is None:
             plane = stack.enter_context(running_control_plane())
-        found = measure(plane, 6, 200, 3.0) if quick else measure(plane, feeds, objects, window)
+        found = measure(plane, 6, 100, 1.0) if quick else measure(plane, feeds, objects, window)
     return report(found)
 
 
@@ -353,7 +353,7 @@ def write_doc(found: Report, document: Path = DOCUMENT) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    found = parser(__doc__, "6 collectors, 200 objects each, a 3 s window")
+    found = parser(__doc__, "6 collectors, 100 objects each, a 1 s window")
     found.add_argument("--feeds", type=int, default=24, help="collectors (a multiple of 6)")
     found.add_argument("--objects", type=int, default=4500, help="backlog per folder")
     found.add_argument("--window", type=float, default=8.0, help="seconds measured")

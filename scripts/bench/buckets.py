@@ -329,7 +329,7 @@ def report(found: Measured) -> Report:
 def run(
     quick: bool = False,
     plane: ControlPlane | None = None,
-    feeds: int = 24,
+    feeds: int = 30,
     objects: int = 4500,
     window: float = 8.0,
 ) -> Report:
@@ -354,7 +354,7 @@ def write_doc(found: Report, document: Path = DOCUMENT) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     found = parser(__doc__, "6 collectors, 100 objects each, a 1 s window")
-    found.add_argument("--feeds", type=int, default=24, help="collectors (a multiple of 6)")
+    found.add_argument("--feeds", type=int, default=30, help="collectors (a multiple of 6)")
     found.add_argument("--objects", type=int, default=4500, help="backlog per folder")
     found.add_argument("--window", type=float, default=8.0, help="seconds measured")
     found.add_argument(

@@ -208,6 +208,11 @@ bench-s3: setup s3-build
 bench-ingest: setup testenv-build s3-build
     PYTHONPATH=scripts {{ py }} -m bench.ingest --write-doc
 
+# benchmark: 3 replicas of one release sharing six leadership buckets against one bucket (each process's CPU share and objects/s, saturated); writes its section of docs/benchmarks.md
+[group('bench')]
+bench-buckets: setup testenv-build
+    PYTHONPATH=scripts {{ py }} -m bench.buckets --write-doc
+
 # every benchmark: writes docs/benchmarks.md and its PNG plots (CI does not run this)
 [group('bench')]
 bench: setup testenv-build policy-tools-build

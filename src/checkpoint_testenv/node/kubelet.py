@@ -57,6 +57,12 @@ def config(
         },
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
+        # The node's images are imported (never pulled) and its registry is anonymous. With the
+        # default (NeverVerifyPreloadedImages, on from 1.35), once the kubelet has pulled an
+        # image from the test registry, the same image (one config digest) under the name it
+        # was imported by no longer counts as preloaded: a pod naming it makes the kubelet pull
+        # it again, from docker.io, which fails. No private image is ever on this node.
+        "imagePullCredentialsVerificationPolicy": "NeverVerify",
         "serializeImagePulls": False,
         "maxPods": 32,
         "registerNode": True,

@@ -135,7 +135,7 @@ def test_a_base_prepared_before_another_base_was_committed_is_never_written(
     real = chunked.encode_compaction
     ratio = store.compaction_ratio
 
-    def while_preparing(*args: Any, **kwargs: Any) -> chunked.Compaction:
+    def while_preparing(*args: Any, **kwargs: Any) -> planner.Compaction:
         monkeypatch.setattr(chunked, "encode_compaction", real)
         store.compaction_ratio = 0  # this persist compacts: chunk 1 loses a row
         store.batch({second[0]: None})
@@ -215,7 +215,7 @@ def test_a_base_that_cannot_be_encoded_is_not_tried_again_on_every_tick(
     store.batch({seen_keys(rows)[0]: "changed"})
     calls: list[str] = []
 
-    def oversize(shard: str, *args: Any, **kwargs: Any) -> chunked.Compaction:
+    def oversize(shard: str, *args: Any, **kwargs: Any) -> planner.Compaction:
         calls.append(shard)
         raise OversizeError(shard, 2_000_000, 1_048_576, 3000)
 

@@ -18,7 +18,6 @@ manifest (docs/store.md, "Why v3 is safe"):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 from checkpoint_runtime.backends.base import Backend, ShardWrite
 from checkpoint_runtime.constants import (
@@ -38,45 +37,7 @@ from checkpoint_runtime.format.naming import Kinds
 from checkpoint_runtime.retry import Deadline
 from checkpoint_runtime.store import planner
 from checkpoint_runtime.store.options import StoreOptions
-from checkpoint_runtime.store.planner import Layout
-
-
-@dataclass
-class Compaction:
-    """A new base: the chunks to write (index -> chunk) and what the head will record."""
-
-    partitions: int
-    chunks: dict[int, EncodedChunk] = field(default_factory=dict)
-    inline: bytes | None = None
-    inline_raw: int = 0
-    base_raw: int = 0
-    base_rows: int = 0
-    kept_raw: int = 0
-    chunk_raw: tuple[int, ...] = ()
-    """Raw bytes of every chunk after the compaction, by index (kept and written)."""
-
-    def slot_plan(self, manifest: Manifest) -> dict[int, str]:
-        """Index -> the inactive slot its chunk goes to."""
-        return {index: manifest.inactive_slot(index) for index in sorted(self.chunks)}
-
-    def layout_after(self, manifest: Manifest, written: Mapping[int, tuple[str, Slot]]) -> Layout:
-        """The layout the head commits once `written` (index -> slot, record) are durable."""
-        slots = dict(manifest.slots)
-        active = list(manifest.active[: self.partitions])
-        active += ["a"] * (self.partitions - len(active))
-        for index, (slot, record) in written.items():
-            slots[slot] = record
-            active[index] = slot[0]
-        new = Manifest(self.partitions, "".join(active), slots)
-        return Layout(
-            new,
-            self.base_rows,
-            self.inline,
-            self.inline_raw,
-            self.base_raw,
-            BASE_ENCODING,
-            self.chunk_raw,
-        )
+from checkpoint_runtime.store.planner import Compaction, Layout
 
 
 def _encode_all(shard: str, rows: Mapping[str, str], partitions: int, kinds: Kinds) -> Compaction:

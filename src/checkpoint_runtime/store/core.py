@@ -68,7 +68,7 @@ class Plan:
     rows: int
     layout: Layout | None
     head: codec_v3.EncodedHead | None
-    compaction: chunked.Compaction | None = None
+    compaction: planner.Compaction | None = None
     delta_rows: int = 0
     """Rows in the head's delta (what the write budget's estimate scales by)."""
     since: dict[str, str | None] = field(default_factory=dict)

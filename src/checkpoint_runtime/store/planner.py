@@ -26,7 +26,6 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from checkpoint_runtime.constants import (
     ANNOTATION_EPOCH,
@@ -40,10 +39,7 @@ from checkpoint_runtime.constants import (
 )
 from checkpoint_runtime.errors import CheckpointError, CorruptShardError, EpochFencedError
 from checkpoint_runtime.format import codec
-from checkpoint_runtime.format.codec_v3 import Manifest, partition_of
-
-if TYPE_CHECKING:
-    from checkpoint_runtime.store.chunked import Compaction
+from checkpoint_runtime.format.codec_v3 import EncodedChunk, Manifest, Slot, partition_of
 
 # -- the fence: who wrote a shard, under which epoch of which Lease --------------------------------
 
@@ -190,6 +186,44 @@ class Layout:
     def base_bytes(self) -> int:
         """Compressed bytes of the base (inline member or every active chunk)."""
         return len(self.inline) if self.inline is not None else self.manifest.chunk_bytes
+
+
+@dataclass
+class Compaction:
+    """A new base: the chunks to write (index -> chunk) and what the head will record."""
+
+    partitions: int
+    chunks: dict[int, EncodedChunk] = field(default_factory=dict)
+    inline: bytes | None = None
+    inline_raw: int = 0
+    base_raw: int = 0
+    base_rows: int = 0
+    kept_raw: int = 0
+    chunk_raw: tuple[int, ...] = ()
+    """Raw bytes of every chunk after the compaction, by index (kept and written)."""
+
+    def slot_plan(self, manifest: Manifest) -> dict[int, str]:
+        """Index -> the inactive slot its chunk goes to."""
+        return {index: manifest.inactive_slot(index) for index in sorted(self.chunks)}
+
+    def layout_after(self, manifest: Manifest, written: Mapping[int, tuple[str, Slot]]) -> Layout:
+        """The layout the head commits once `written` (index -> slot, record) are durable."""
+        slots = dict(manifest.slots)
+        active = list(manifest.active[: self.partitions])
+        active += ["a"] * (self.partitions - len(active))
+        for index, (slot, record) in written.items():
+            slots[slot] = record
+            active[index] = slot[0]
+        new = Manifest(self.partitions, "".join(active), slots)
+        return Layout(
+            new,
+            self.base_rows,
+            self.inline,
+            self.inline_raw,
+            self.base_raw,
+            BASE_ENCODING,
+            self.chunk_raw,
+        )
 
 
 @dataclass(frozen=True)

@@ -371,12 +371,7 @@ class Signer:
             [
                 self.cosign,
                 "verify",
-                "--key",
-                self.public,
-                "--insecure-ignore-tlog",
-                "--new-bundle-format",
-                "--trusted-root",
-                self.trusted_root,
+                *releasetools.offline(self.public, self.trusted_root),
                 *self._http(),
                 reference,
             ]
@@ -387,12 +382,7 @@ class Signer:
             [
                 self.cosign,
                 "verify-attestation",
-                "--key",
-                self.public,
-                "--insecure-ignore-tlog",
-                "--new-bundle-format",
-                "--trusted-root",
-                self.trusted_root,
+                *releasetools.offline(self.public, self.trusted_root),
                 "--type",
                 SBOM_TYPE,
                 *self._http(),

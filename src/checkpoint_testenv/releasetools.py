@@ -98,19 +98,23 @@ def cosign(
     )
 
 
-def verify(reference: str, public: Path, trusted_root: Path) -> bool:
-    """`cosign verify` of a registry reference with a public key, offline, plain HTTP allowed."""
-    result = cosign(
-        "verify",
+def offline(public: Path, trusted_root: Path) -> list[str | Path]:
+    """cosign's flags that verify with the release's key and ask nothing of the network: no
+    transparency log (the release signs without one), the bundle format it signs in, and its
+    empty trusted root (without one cosign fetches sigstore's)."""
+    return [
         "--key",
         public,
         "--insecure-ignore-tlog",
         "--new-bundle-format",
         "--trusted-root",
         trusted_root,
-        "--allow-http-registry",
-        reference,
-    )
+    ]
+
+
+def verify(reference: str, public: Path, trusted_root: Path) -> bool:
+    """`cosign verify` of a registry reference with a public key, offline, plain HTTP allowed."""
+    result = cosign("verify", *offline(public, trusted_root), "--allow-http-registry", reference)
     return result.returncode == 0
 
 

@@ -67,12 +67,7 @@ def verify(release: Release, reference: str, public: Path | None = None) -> bool
 def verify_blob(release: Release, path: Path, bundle: Path) -> bool:
     result = cosign(
         "verify-blob",
-        "--key",
-        release.keys.public,
-        "--insecure-ignore-tlog",
-        "--new-bundle-format",
-        "--trusted-root",
-        release.folder / "trusted-root.json",
+        *releasetools.offline(release.keys.public, release.folder / "trusted-root.json"),
         "--bundle",
         bundle,
         path,

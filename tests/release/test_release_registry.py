@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from release_harness import Release, verify, verify_blob
 
-from checkpoint_testenv import binaries
+from checkpoint_testenv import binaries, releasetools
 from checkpoint_testenv.releasetools import cosign, make_keys, push_impostor
 
 
@@ -30,12 +30,7 @@ def test_the_image_the_chart_and_the_sbom_verify_with_the_release_key(release: R
         assert verify(release, reference), reference
     attestation = cosign(
         "verify-attestation",
-        "--key",
-        release.keys.public,
-        "--insecure-ignore-tlog",
-        "--new-bundle-format",
-        "--trusted-root",
-        release.folder / "trusted-root.json",
+        *releasetools.offline(release.keys.public, release.folder / "trusted-root.json"),
         "--allow-http-registry",
         "--type",
         "spdxjson",

@@ -57,6 +57,13 @@ def _number(value: float) -> int | float:
     return int(value) if value.is_integer() and abs(value) < 1e21 else value
 
 
+def _float_or_text(text: str, plain: str) -> Any:
+    """A float-shaped scalar: its number, or its text when float64 cannot hold it (go-yaml keeps
+    a scalar whose strconv.ParseFloat overflows, `61e1008`, as a string)."""
+    value = float(plain)
+    return text if math.isinf(value) else _number(value)
+
+
 def go_plain_scalar(text: str) -> Any:
     """The value go-yaml v2 gives an untagged plain scalar, as JSON sees it."""
     if text in _FIXED:
@@ -66,7 +73,7 @@ def go_plain_scalar(text: str) -> Any:
     first = text[0]
     if first == ".":
         if _YAML_FLOAT.fullmatch(text.replace("_", "")):
-            return _number(float(text.replace("_", "")))
+            return _float_or_text(text, text.replace("_", ""))
         return text
     if not (first.isdigit() and first.isascii()) and first not in "+-":
         return text
@@ -81,7 +88,7 @@ def go_plain_scalar(text: str) -> Any:
         if value < 1 << 64:
             return value
     if _YAML_FLOAT.fullmatch(plain):
-        return _number(float(plain))
+        return _float_or_text(text, plain)
     return text
 
 

@@ -24,6 +24,8 @@ PLAIN_SCALARS = [
     "0X1F", "+0x1f", "-0x1f", "0x_1f", "1e3", "1E3", "1e+3", "1.e3", "12e03", "y", "Y", "n", "N",
     "1:20", "190:20:30", "2001-12-14", "2001-12-14t21:59:43.10-05:00", "2001-12-14 21:59:43",
     "4294967296", "-2147483649",
+    # Float-shaped, but past float64: go-yaml keeps the text (a volume name like `61e1008`).
+    "61e1008", "-2e999", ".5e999", "1_0e400",
     # And these must stay as they are.
     ".5", "+.5", "+1", "-0", "0.", "1.0", "7", "-3", "~", "null", "Null", "NULL", "yes", "no",
     "on", "off", "On", "OFF", "true", "True", "TRUE", "false", "tRue", "0o", "0x", "-x", "+", ".",

@@ -127,7 +127,7 @@ def value_documents(args: argparse.Namespace) -> list[tuple[str, Path, Json]]:
             documents.append((path.name, path, load_values([path])))
         return documents
     bases = [path.name for path in args.values]
-    set_names = [f"--{s.kind} {quote(s.text, 60)}" for s in sets]
+    set_names = [expression.source for expression in sets]
     if args.files:
         return [
             (

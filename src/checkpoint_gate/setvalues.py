@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpoint_runtime.constants import MAX_STRING_CHARS
-from checkpoint_runtime.errors import ValuesFileError, quote
+from checkpoint_runtime.errors import ValuesFileError
+from checkpoint_runtime.schema_errors import dotted_path
 
 Path = tuple[str | int, ...]
 Json = dict[str, Any]
@@ -42,7 +43,13 @@ class SetExpression:
 
     @property
     def source(self) -> str:
-        return f"--{self.kind} {quote(self.text, 60)}"
+        """How reports and errors name the expression: its kind and the keys it sets, never a
+        value (a value can be a credential, and reports land in CI logs and code-scanning
+        uploads): `--set checkpoint.collectors[0].url=...`."""
+        paths = assignment_paths(self.text, json_values=self.kind == "set-json")
+        if not paths:
+            return f"--{self.kind} ({len(self.text)} characters)"
+        return f"--{self.kind} " + ",".join(f"{dotted_path(path)}=..." for path in paths)
 
 
 def _parser(kind: str) -> Callable[[str], Json]:
@@ -130,7 +137,7 @@ def _set(node: Any, path: Path, value: Any) -> None:
                 # strvals asserts that an existing value under a map key is a map: helm fails
                 raise ValuesFileError(
                     ".".join(str(part) for part in path[: index + 1]),
-                    f"helm refuses to set a key under it: it holds {quote(current, 40)}, not a map",
+                    f"helm refuses to set a key under it: it holds {_kind_of(current)}, not a map",
                 )
         if not isinstance(current, type(empty)):
             current = empty
@@ -220,3 +227,14 @@ def _skip_value(text: str, position: int, json_values: bool) -> int | None:
             return position + 1
         position += 1
     return position
+
+
+def _kind_of(value: Any) -> str:
+    """What a value is, in YAML's words, without the value itself (it may be a credential)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else "a string"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
@@ -160,7 +159,10 @@ class KubernetesValidator:
             if validator is None:
                 return [f"no Kubernetes {self.version} schema for {key[0]} {key[1]}"]
         errors = sorted(validator.iter_errors(document), key=lambda e: list(e.instance_path))
-        return [f"{_path(error.instance_path) or '<root>'}: {error.message}" for error in errors]
+        return [
+            f"{schema_errors.dotted_path(error.instance_path) or '<root>'}: {error.message}"
+            for error in errors
+        ]
 
 
 @cache
@@ -205,11 +207,3 @@ def _schema_version(version: str) -> str:
     if not candidates:
         raise RenderError(f"kubernetes-validate has no schemas for Kubernetes {version}")
     return str(candidates[-1])
-
-
-def _path(parts: Iterable[Any]) -> str:
-    """A jsonschema-rs instance path as `spec.template.spec.containers[0].image`."""
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text

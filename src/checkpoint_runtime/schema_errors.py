@@ -28,6 +28,15 @@ def field_path(error: ValidationError) -> str:
     return error.json_path.removeprefix("$").removeprefix(".")
 
 
+def dotted_path(parts: Iterable[Any]) -> str:
+    """Path parts as `spec.template.spec.containers[0].image`: a map key after a dot, a list
+    index in brackets."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
 def _branch_rank(errors: list[ValidationError]) -> tuple[int, int]:
     discriminating = sum(1 for error in errors if error.validator in _DISCRIMINATORS)
     return (discriminating, len(errors))

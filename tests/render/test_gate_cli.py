@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from render_helpers import CI_VALUES
 
+from checkpoint_gate.formats import FORMATS
 from checkpoint_gate.paths import CHART_DIR
 from checkpoint_runtime.cli import main
 
@@ -127,3 +128,39 @@ def test_a_file_that_is_not_a_policy_module_is_a_usage_error(
 ) -> None:
     assert main(["gate", "--policy", str(CHART_DIR / "values.yaml")]) == 2
     assert "not a compiled policy module" in capsys.readouterr().err
+
+
+SECRET_SETS = (
+    "--set",
+    "checkpoint.collectors[0].kind=flowlogs,checkpoint.collectors[0].url=https://r:hunter2-Zx9@flows.example/v1",
+    "--set-string",
+    "extraEnv[0].name=DB_PASSWORD,extraEnv[0].value=hunter3-Qq",
+    "--set-json",
+    'podLabels={"team":"hunter4-Yy"}',
+)
+
+
+@pytest.mark.parametrize("form", FORMATS)
+def test_a_report_names_set_expressions_by_their_keys_never_their_values(
+    form: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junit = tmp_path / "gate.xml"
+    code = main(["gate", *SECRET_SETS, "--format", form, "--junit-xml", str(junit)])
+    assert code == 1  # the URL's user information is refused
+    printed = capsys.readouterr()
+    written = printed.out + printed.err + junit.read_text(encoding="utf-8")
+    assert "--set checkpoint.collectors[0].kind=...,checkpoint.collectors[0].url=..." in written
+    assert "--set-string extraEnv[0].name=...,extraEnv[0].value=..." in written
+    assert "--set-json podLabels=..." in written
+    for secret in ("hunter2-Zx9", "hunter3-Qq", "hunter4-Yy"):
+        assert secret not in written
+
+
+def test_a_set_under_a_value_that_is_not_a_map_is_refused_without_the_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["gate", "--set", "image.tag=hunter5-Ww", "--set", "image.tag.x=1"])
+    assert code != 0
+    printed = capsys.readouterr()
+    assert "it holds a string, not a map" in printed.out + printed.err
+    assert "hunter5-Ww" not in printed.out + printed.err
